@@ -1,0 +1,111 @@
+"""A data set, validated once and cached as columnar files that reopen in milliseconds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import rdkit
+from filelock import FileLock
+
+from oodmol.data.report import DataReport
+from oodmol.data.sources.base import Source
+from oodmol.data.table import Geometry, MoleculeTable
+from oodmol.data.validate import validate
+from oodmol.io import atomic_write_dir, atomic_write_json
+
+log = logging.getLogger(__name__)
+FORMAT_VERSION = 1
+
+
+def load_dataset(
+    source: Source, data_dir: Path, progress: bool = True
+) -> tuple[MoleculeTable, DataReport]:
+    """The validated table of a source and its report, from the cache when it is current.
+
+    The cache is keyed by the raw content, the validation settings and the RDKit
+    version (canonical SMILES can change between RDKit releases).
+    """
+    data_dir = Path(data_dir)
+    key = _cache_key(source, data_dir)
+    folder = data_dir / "tables" / f"{source.name}-{key}"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder) + ".lock"):
+        cached = _open(folder, key)
+        if cached is None:
+            raw = source.read(data_dir)
+            table, report = validate(raw, source.elements, progress=progress)
+            atomic_write_dir(folder, lambda tmp: _write(tmp, key, table, report))
+            cached = _open(folder, key)
+            if cached is None:
+                raise RuntimeError(f"data set cache {folder} could not be read back")
+    print(cached[1].summary_line())
+    return cached
+
+
+def _cache_key(source: Source, data_dir: Path) -> str:
+    parts = {
+        "format": FORMAT_VERSION,
+        "name": source.name,
+        "elements": source.elements,
+        "rdkit": rdkit.__version__,
+        "source": source.fingerprint(data_dir),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _write(folder: Path, key: str, table: MoleculeTable, report: DataReport) -> None:
+    columns = {"mol_id": table.mol_id, "smiles": table.smiles.tolist()}
+    columns.update({f"target:{k}": v for k, v in table.targets.items()})
+    pq.write_table(pa.table(columns), folder / "table.parquet")
+    if table.geometry is not None:
+        g = table.geometry
+        np.savez(
+            folder / "geometry.npz",
+            atomic_numbers=g.atomic_numbers,
+            coords=g.coords,
+            offsets=g.offsets,
+        )
+    report.write(folder / "report.json")
+    # Written last: a folder without it is an unfinished build.
+    atomic_write_json(folder / "meta.json", {"key": key, "version": table.version})
+
+
+def _open(folder: Path, key: str) -> tuple[MoleculeTable, DataReport] | None:
+    """The cached table, or None (with a warning) if it is absent, stale or damaged."""
+    if not folder.exists():
+        return None
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        if meta["key"] != key:
+            raise ValueError("stale key")
+        frame = pq.read_table(folder / "table.parquet")
+        geometry = None
+        if (folder / "geometry.npz").exists():
+            with np.load(folder / "geometry.npz", allow_pickle=False) as npz:
+                geometry = Geometry(npz["atomic_numbers"], npz["coords"], npz["offsets"])
+        table = MoleculeTable(
+            name=folder.name.rsplit("-", 1)[0],
+            mol_id=frame["mol_id"].to_numpy(),
+            smiles=np.array(frame["smiles"].to_pylist(), dtype=str),
+            targets={
+                name.split(":", 1)[1]: frame[name].to_numpy()
+                for name in frame.column_names
+                if name.startswith("target:")
+            },
+            geometry=geometry,
+        )
+        if table.version != meta["version"]:
+            raise ValueError("content hash differs from the one recorded at build time")
+        report = DataReport.from_dict(json.loads((folder / "report.json").read_text()))
+    except Exception as error:  # any damage means: rebuild, never a wrong answer
+        log.warning("data set cache %s is unusable (%s); rebuilding it", folder, error)
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return table, report

@@ -1,0 +1,123 @@
+"""Chemistry validation: every molecule is parsed, sanitised and canonicalised by RDKit,
+and every record dropped or changed on the way is written into the data report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+from rdkit import Chem, RDLogger
+
+from oodmol.data.report import DataReport, Finding
+from oodmol.data.sources.base import RawData
+from oodmol.data.table import MoleculeTable
+from oodmol.parallel import process_map
+
+PARALLEL_THRESHOLD = 5000
+
+
+@dataclass(frozen=True)
+class Parsed:
+    canonical: str | None
+    error: str
+    n_fragments: int
+    elements: tuple[str, ...]
+    composition: tuple[tuple[int, int], ...]  # (atomic number, count) with hydrogens
+
+
+def parse_smiles(smiles: str) -> Parsed:
+    """Parse, sanitise and canonicalise one SMILES; an error is returned, not raised."""
+    RDLogger.DisableLog("rdApp.*")
+    mol = Chem.MolFromSmiles(smiles, sanitize=False)
+    if mol is None:
+        return Parsed(None, "unparseable SMILES", 0, (), ())
+    try:
+        Chem.SanitizeMol(mol)
+    except Exception as error:  # RDKit raises several exception types for bad valences
+        return Parsed(None, f"RDKit sanitisation failed: {type(error).__name__}", 0, (), ())
+    with_h = Chem.AddHs(mol)
+    composition = Counter(atom.GetAtomicNum() for atom in with_h.GetAtoms())
+    return Parsed(
+        canonical=Chem.MolToSmiles(mol),
+        error="",
+        n_fragments=len(Chem.GetMolFrags(mol)),
+        elements=tuple(sorted({atom.GetSymbol() for atom in mol.GetAtoms()})),
+        composition=tuple(sorted(composition.items())),
+    )
+
+
+def parse_all(smiles: list[str], progress: bool, n_jobs: int | None = None) -> list[Parsed]:
+    """RDKit parsing of a whole data set, across cores when it is large."""
+    results = process_map(
+        parse_smiles,
+        smiles,
+        total=len(smiles),
+        desc="validating molecules",
+        n_jobs=n_jobs,
+        progress=progress,
+        serial_below=PARALLEL_THRESHOLD,
+    )
+    return list(results)
+
+
+def validate(
+    raw: RawData, elements: list[str] | None, progress: bool = True, n_jobs: int | None = None
+) -> tuple[MoleculeTable, DataReport]:
+    """Keep the records that are valid molecules; name every one that is not.
+
+    Duplicate structures (same canonical SMILES) keep the lowest molecule id, so no
+    structure can end up in two sets of a split.
+    """
+    report = raw.report
+    n_read_ok = len(raw.mol_id)
+    report.n_read = report.count("dropped") + n_read_ok
+    parsed = parse_all(raw.smiles, progress, n_jobs)
+    keep = np.ones(n_read_ok, dtype=bool)
+    first_of: dict[str, int] = {}
+    allowed = set(elements) if elements else None
+    n_changed = 0
+    for row, (mol_id, smiles, p) in enumerate(zip(raw.mol_id, raw.smiles, parsed, strict=True)):
+        where = f"mol {mol_id}"
+        if p.canonical is None:
+            report.record(p.error, "dropped", where, repr(smiles))
+            keep[row] = False
+            continue
+        if allowed is not None and not set(p.elements) <= allowed:
+            outside = ",".join(sorted(set(p.elements) - allowed))
+            report.record(f"element outside {sorted(allowed)}", "dropped", where, outside)
+            keep[row] = False
+            continue
+        if raw.geometry is not None and _geometry_composition(raw, row) != p.composition:
+            report.record("geometry formula differs from SMILES", "dropped", where, smiles)
+            keep[row] = False
+            continue
+        if p.canonical in first_of:
+            first = first_of[p.canonical]
+            report.record("duplicate structure", "dropped", where, f"same as mol {first}")
+            keep[row] = False
+            continue
+        first_of[p.canonical] = int(mol_id)
+        if p.n_fragments > 1:
+            report.record("several fragments", "kept", where, p.canonical)
+        n_changed += p.canonical != smiles
+    if n_changed:
+        report.findings["changed:canonical SMILES"] = Finding(
+            "canonical SMILES", "changed", n_changed, ["rewritten in RDKit canonical form"]
+        )
+    rows = np.flatnonzero(keep)
+    table = MoleculeTable(
+        name=report.source,
+        mol_id=raw.mol_id[rows],
+        smiles=np.array([parsed[r].canonical for r in rows], dtype=str),
+        targets={k: v[rows] for k, v in raw.targets.items()},
+        geometry=None if raw.geometry is None else raw.geometry.take(rows),
+    )
+    report.n_kept = len(table)
+    return table, report
+
+
+def _geometry_composition(raw: RawData, row: int) -> tuple[tuple[int, int], ...]:
+    numbers, _ = raw.geometry.molecule(row)
+    return tuple(sorted(Counter(int(z) for z in numbers).items()))
+
