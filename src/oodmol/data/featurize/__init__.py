@@ -1,0 +1,1 @@
+"""Featurisers: one molecule in, named arrays out (cached by `oodmol.data.store`)."""

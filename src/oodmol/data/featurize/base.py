@@ -1,0 +1,55 @@
+"""The featuriser contract: a picklable callable from one molecule to named arrays."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from oodmol.data.table import MoleculeTable
+
+
+@dataclass(frozen=True)
+class MolInput:
+    """What a featuriser may see of one molecule: its canonical SMILES and, for 3D data
+    sets, its atoms and coordinates (Ångström) in the data set's own atom order."""
+
+    smiles: str
+    atomic_numbers: np.ndarray | None = None
+    coords: np.ndarray | None = None
+
+
+class Featurizer(ABC):
+    """Maps one molecule to a dict of arrays (e.g. `x`; graphs add `edge_index`, `pos`).
+
+    Arrays may differ in shape between molecules and may be of any fixed-size numeric
+    dtype. Instances run in worker processes, so they must pickle: keep constructor
+    arguments to plain values (Hydra builds them from YAML) and create unpicklable
+    RDKit objects lazily inside `__call__`.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def params(self) -> dict:
+        """Everything that changes the output, library versions included (JSON values);
+        it keys the feature cache, so a change here means a rebuild."""
+
+    @abstractmethod
+    def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
+        """Features of one molecule."""
+
+
+def inputs_of(table: MoleculeTable, rows: np.ndarray) -> list[MolInput]:
+    """Featuriser inputs for the given row positions of a table (geometry when present)."""
+    inputs = []
+    for r in np.asarray(rows, dtype=np.int64):
+        smiles = str(table.smiles[r])
+        if table.geometry is None:
+            inputs.append(MolInput(smiles))
+        else:
+            atomic_numbers, coords = table.geometry.molecule(r)
+            inputs.append(MolInput(smiles, atomic_numbers, coords))
+    return inputs

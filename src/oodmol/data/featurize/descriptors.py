@@ -1,0 +1,53 @@
+"""RDKit's full 2D descriptor list, as BOOM's random-forest baseline used it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import rdkit
+from rdkit import Chem
+from rdkit.Chem import Descriptors
+
+from oodmol.data.featurize.base import Featurizer, MolInput
+
+# Looked up by name in each process: several RDKit descriptor functions are closures
+# that do not pickle, so featurisers carry names only.
+_FUNCTIONS = dict(Descriptors._descList)
+
+
+class RDKitDescriptors(Featurizer):
+    """All of `rdkit.Chem.Descriptors._descList`, in that order, as one float64 vector `x`.
+
+    float64 because some descriptors (`Ipc` before its log, some BCUT/Chi sums on large
+    molecules) exceed float32 and would turn into inf. `Ipc` is replaced by log(1 + Ipc)
+    as BOOM did. A descriptor that raises or is not finite becomes NaN and is kept;
+    imputation from training statistics (`TrainImputer`) happens later, per split.
+    A SMILES that RDKit cannot parse gives an all-NaN vector.
+    """
+
+    name = "descriptors"
+
+    def __init__(self) -> None:
+        self.names: tuple[str, ...] = tuple(_FUNCTIONS)
+
+    def params(self) -> dict:
+        return {"version": 1, "rdkit": rdkit.__version__, "ipc": "log1p", "names": list(self.names)}
+
+    def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
+        x = np.full(len(self.names), np.nan)
+        rd_mol = Chem.MolFromSmiles(mol.smiles)
+        if rd_mol is not None:
+            for i, name in enumerate(self.names):
+                x[i] = _descriptor(name, rd_mol)
+        return {"x": x}
+
+
+def _descriptor(name: str, rd_mol: Chem.Mol) -> float:
+    try:
+        value = float(_FUNCTIONS[name](rd_mol))
+        if name == "Ipc":
+            value = math.log1p(value)
+    except Exception:  # RDKit raises assorted errors on odd molecules: record as missing
+        return math.nan
+    return value if math.isfinite(value) else math.nan
