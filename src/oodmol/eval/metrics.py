@@ -1,0 +1,105 @@
+"""Regression metrics for ID and OOD test sets, with BOOM's binned R².
+
+Every function takes plain array-likes and returns plain Python numbers so that the
+result can go straight into ``metrics.json``. A value that is mathematically undefined
+for the given data (R² of a constant target, Spearman ρ of fewer than two points, ...)
+is returned as NaN rather than raising, because one degenerate tail or tiny test set
+must not abort a whole benchmark run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.stats import spearmanr
+
+# How many offending molecules an error message lists before summarising.
+_MAX_NAMES_SHOWN = 10
+
+
+def _as_pair(y_true: ArrayLike, y_pred: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Flatten both inputs to float vectors and insist they line up."""
+    t = np.asarray(y_true, dtype=float).ravel()
+    p = np.asarray(y_pred, dtype=float).ravel()
+    if t.shape != p.shape:
+        raise ValueError(f"y_true has {t.size} values but y_pred has {p.size}")
+    return t, p
+
+
+def r2(y_true: ArrayLike, y_pred: ArrayLike) -> float:
+    """R² = 1 − Σ(y − ŷ)² / Σ(y − ȳ)², ȳ the mean of ``y_true`` itself (sklearn's r2_score).
+
+    NaN when fewer than two values or when ``y_true`` is constant (SS_tot = 0), where
+    sklearn would instead return an arbitrary 0 or 1.
+    """
+    t, p = _as_pair(y_true, y_pred)
+    if t.size < 2:
+        return float("nan")
+    ss_tot = float(np.sum((t - t.mean()) ** 2))
+    if ss_tot == 0.0:
+        return float("nan")
+    return 1.0 - float(np.sum((t - p) ** 2)) / ss_tot
+
+
+def regression_metrics(y_true: ArrayLike, y_pred: ArrayLike) -> dict[str, float]:
+    """Return ``n``, ``rmse``, ``mae``, ``r2`` and ``spearman`` for one test set.
+
+    rmse = sqrt(mean((y − ŷ)²)), mae = mean(|y − ŷ|), r2 as in :func:`r2`, spearman =
+    Spearman rank correlation ρ(y, ŷ) (scipy.stats.spearmanr, average ranks for ties).
+    Undefined values are NaN: rmse/mae when n = 0; r2 when n < 2 or y is constant;
+    spearman when n < 2 or either y or ŷ is constant. Non-finite inputs propagate.
+    """
+    t, p = _as_pair(y_true, y_pred)
+    n = int(t.size)
+    nan = float("nan")
+    err = t - p
+    rmse = float(np.sqrt(np.mean(err**2))) if n else nan
+    mae = float(np.mean(np.abs(err))) if n else nan
+    constant = n < 2 or np.ptp(t) == 0 or np.ptp(p) == 0
+    rho = nan if constant else float(spearmanr(t, p).statistic)
+    return {"n": n, "rmse": rmse, "mae": mae, "r2": r2(t, p), "spearman": rho}
+
+
+def binned_r2(y_true: ArrayLike, y_pred: ArrayLike, split_value: float) -> dict[str, float]:
+    """BOOM's OOD correlation metric: the mean of R² computed separately in each tail.
+
+    The OOD set of a property-tail split holds molecules from both ends of the target
+    distribution, so a plain R² over it mostly rewards telling the two tails apart. Here
+    the OOD molecules are split at ``split_value`` — the median of the *training*
+    targets — into a low tail (y < split_value) and a high tail (y >= split_value; a
+    value exactly at the median goes high). Each tail's R² uses that tail's own mean
+    (see :func:`r2`). ``binned_r2`` is the mean of the tail R² values that are defined,
+    i.e. tails with at least two molecules and non-constant targets; NaN if neither is.
+    """
+    t, p = _as_pair(y_true, y_pred)
+    high = t >= split_value
+    r2_low = r2(t[~high], p[~high])
+    r2_high = r2(t[high], p[high])
+    defined = [v for v in (r2_low, r2_high) if not np.isnan(v)]
+    return {
+        "binned_r2": float(np.mean(defined)) if defined else float("nan"),
+        "r2_low": r2_low,
+        "r2_high": r2_high,
+        "n_low": int((~high).sum()),
+        "n_high": int(high.sum()),
+    }
+
+
+def check_finite_predictions(y_pred: ArrayLike, names: Sequence[str]) -> None:
+    """Raise ValueError naming the molecules whose prediction is NaN or ±inf.
+
+    A diverged model otherwise turns every metric into NaN with no hint of which inputs
+    broke it. ``names`` (mol ids or SMILES) is aligned with ``y_pred``; the message lists
+    the first few names and the total count.
+    """
+    p = np.asarray(y_pred, dtype=float).ravel()
+    if p.size != len(names):
+        raise ValueError(f"y_pred has {p.size} values but names has {len(names)}")
+    bad = np.flatnonzero(~np.isfinite(p))
+    if bad.size == 0:
+        return
+    shown = ", ".join(str(names[i]) for i in bad[:_MAX_NAMES_SHOWN])
+    more = f", ... ({bad.size - _MAX_NAMES_SHOWN} more)" if bad.size > _MAX_NAMES_SHOWN else ""
+    raise ValueError(f"{bad.size} of {p.size} predictions are not finite (NaN/inf): {shown}{more}")

@@ -1,0 +1,94 @@
+"""Read every run's ``metrics.json`` below a folder into one flat table.
+
+A leaderboard built from hundreds of runs must not die on one half-written file, nor
+quietly drop it: bad files are skipped and returned with the reason, for the caller to
+show.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+# Identity of a run; two files with the same identity are the same run recorded twice.
+RUN_KEY = ("task", "split", "split_hash", "model", "seed")
+# The metrics the tables need: section -> metric names (the value may be null = NaN).
+REQUIRED_METRICS = {"id": ("rmse", "r2"), "ood": ("rmse", "binned_r2")}
+
+
+@dataclass
+class Collection:
+    """Valid runs (one flat row each, nested keys joined with '.') and skipped files."""
+
+    runs: pd.DataFrame
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def _validate(record: Any) -> None:
+    """Raise ValueError saying what is wrong with one parsed metrics.json."""
+    if not isinstance(record, dict):
+        raise ValueError(f"top level is {type(record).__name__}, expected an object")
+    for key in ("task", "split", "split_hash", "model"):
+        if not isinstance(record.get(key), str) or not record[key]:
+            raise ValueError(f"'{key}' missing or not a non-empty string")
+    seed = record.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"'seed' missing or not an integer: {seed!r}")
+    for section, names in REQUIRED_METRICS.items():
+        metrics = record.get(section)
+        if not isinstance(metrics, dict):
+            raise ValueError(f"'{section}' missing or not an object")
+        for name in names:
+            if name not in metrics:
+                raise ValueError(f"'{section}.{name}' missing")
+            value = metrics[name]
+            if value is not None and (
+                not isinstance(value, int | float) or isinstance(value, bool)
+            ):
+                raise ValueError(f"'{section}.{name}' is not a number: {value!r}")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """Parse and validate one file; every failure comes out as ValueError."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"unreadable: {exc}") from exc
+    _validate(record)
+    return record
+
+
+def collect_runs(runs_dir: str | Path) -> Collection:
+    """Load every ``metrics.json`` below ``runs_dir`` (recursively, in sorted path order).
+
+    Invalid files and repeats of an already-seen run (same task, split, split_hash,
+    model and seed, e.g. a re-run into a second folder) are skipped with a reason, so
+    that no seed is counted twice; of such repeats the first path in sorted order is
+    kept. Null metric values become NaN.
+    """
+    records: list[dict[str, Any]] = []
+    skipped: list[tuple[Path, str]] = []
+    seen: dict[tuple, Path] = {}
+    for path in sorted(Path(runs_dir).rglob("metrics.json")):
+        try:
+            record = _read(path)
+        except ValueError as exc:
+            skipped.append((path, str(exc)))
+            continue
+        key = tuple(record[k] for k in RUN_KEY)
+        if key in seen:
+            skipped.append((path, f"duplicate of run {seen[key]}"))
+            continue
+        seen[key] = path
+        records.append({**record, "path": str(path)})
+    if not records:
+        return Collection(runs=pd.DataFrame(), skipped=skipped)
+    runs = pd.json_normalize(records, sep=".")
+    for section, names in REQUIRED_METRICS.items():
+        for name in names:
+            runs[f"{section}.{name}"] = runs[f"{section}.{name}"].astype(float)
+    return Collection(runs=runs, skipped=skipped)
