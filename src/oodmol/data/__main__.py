@@ -1,0 +1,74 @@
+"""Data command line: python -m oodmol.data {export,prepare,card} task=<t> split=<s> ...
+
+    export   write the split as CSV (mol_id,smiles,target,set) to out=<file.csv>
+    prepare  build the data set, the split and the feature caches ahead of a sweep
+    card     write a dataset card (counts, units, BOOM-style histogram) to out=<dir>
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from oodmol.config import compose_config, config_dir
+from oodmol.data.card import write_card
+from oodmol.data.splits.assignment import SETS
+from oodmol.data.store import FeatureStore
+from oodmol.data.task import TaskData, load_split, load_task
+
+COMMANDS = ("export", "prepare", "card")
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in COMMANDS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    command, overrides = argv[0], argv[1:]
+    cfg = compose_config("data", overrides)
+    task = instantiate(cfg.task)
+    data_dir = Path(cfg.paths.data_dir)
+    data = load_task(task, data_dir, progress=cfg.progress)
+    split = load_split(data, instantiate(cfg.split), data_dir)
+    print(f"[oodmol] {task.name} / {cfg.split.name}: {split.sizes()} (hash {split.hash})")
+    if command == "export":
+        out = Path(cfg.out or f"{task.name}-{cfg.split.name}.csv")
+        export_csv(data, split.sets, out)
+        print(f"[oodmol] wrote {out}")
+    elif command == "prepare":
+        for name in cfg.featurizers:
+            featurizer = instantiate(OmegaConf.load(config_dir() / "featurizer" / f"{name}.yaml"))
+            store = FeatureStore.build_or_open(
+                featurizer, data.dataset, data_dir / "features", progress=cfg.progress
+            )
+            print(f"[oodmol] {name} features: {len(store)} molecules in {store.path}")
+    else:
+        out = Path(cfg.out or data_dir / "cards" / f"{task.name}-{cfg.split.name}")
+        print(f"[oodmol] wrote {write_card(data, split, out)}")
+    return 0
+
+
+def export_csv(data: TaskData, sets: dict, out: Path) -> None:
+    """mol_id, canonical SMILES, target and set of every molecule of the task."""
+    frames = []
+    for name in SETS:
+        rows = data.table.rows_of(sets[name])
+        frames.append(
+            pd.DataFrame(
+                {
+                    "mol_id": data.table.mol_id[rows],
+                    "smiles": data.table.smiles[rows],
+                    "target": data.y[rows],
+                    "set": name,
+                }
+            )
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pd.concat(frames).sort_values("mol_id").to_csv(out, index=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,84 @@
+"""A split: every molecule's role, persisted once and shared by every model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from oodmol.data.table import MoleculeTable
+from oodmol.io import atomic_write_json
+
+SETS = ("train", "val", "id", "ood")
+
+
+class LeakageError(ValueError):
+    """A structure appears in two sets of one split."""
+
+
+@dataclass(frozen=True)
+class SplitAssignment:
+    """Molecule ids per set; `info` records how the split was made (settings, sizes)."""
+
+    sets: dict[str, np.ndarray]  # set name -> sorted int64 mol ids
+    info: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_roles(cls, mol_id: np.ndarray, roles: np.ndarray, info: dict) -> SplitAssignment:
+        """From a role per molecule (an index into SETS)."""
+        sets = {name: np.sort(mol_id[roles == i]).astype(np.int64) for i, name in enumerate(SETS)}
+        return cls(sets, info)
+
+    @property
+    def hash(self) -> str:
+        """Content hash of the assignment; goes into every metrics.json."""
+        h = hashlib.sha256()
+        for name in SETS:
+            h.update(name.encode())
+            h.update(self.sets[name].tobytes())
+        return h.hexdigest()[:16]
+
+    def sizes(self) -> dict[str, int]:
+        return {name: len(self.sets[name]) for name in SETS}
+
+    def role_of(self, mol_id: np.ndarray) -> np.ndarray:
+        """Set name of each molecule id ('' if it is in no set)."""
+        roles = np.full(len(mol_id), "", dtype=object)
+        for name in SETS:
+            roles[np.isin(mol_id, self.sets[name])] = name
+        return roles
+
+    def check_no_leakage(self, table: MoleculeTable) -> None:
+        """No molecule, and no canonical SMILES, may be in two sets."""
+        seen: dict[str, str] = {}
+        clashes = []
+        for name in SETS:
+            for smiles in table.smiles[table.rows_of(self.sets[name])]:
+                other = seen.setdefault(str(smiles), name)
+                if other != name:
+                    clashes.append(f"{smiles} ({other} and {name})")
+        if clashes:
+            raise LeakageError(
+                f"{len(clashes)} structures are in two sets of the split: {clashes[:10]}"
+            )
+
+    def write(self, path: Path) -> None:
+        payload = {
+            "hash": self.hash,
+            "info": self.info,
+            "sets": {name: self.sets[name].tolist() for name in SETS},
+        }
+        atomic_write_json(path, payload)
+
+    @classmethod
+    def read(cls, path: Path) -> SplitAssignment:
+        """Read a split file, refusing one whose content does not match its hash."""
+        payload = json.loads(Path(path).read_text())
+        split = cls({k: np.asarray(v, dtype=np.int64) for k, v in payload["sets"].items()},
+                    payload["info"])
+        if split.hash != payload["hash"]:
+            raise ValueError(f"{path}: content does not match its hash {payload['hash']}")
+        return split

@@ -1,0 +1,142 @@
+"""A task: one property of one data set, with its units and nature, and its split."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from filelock import FileLock
+
+from oodmol.data.dataset import load_dataset
+from oodmol.data.report import DataReport
+from oodmol.data.sources.base import Source
+from oodmol.data.sources.csv_source import CSVSource
+from oodmol.data.splits.assignment import SplitAssignment
+from oodmol.data.splits.splitters import Splitter
+from oodmol.data.table import MoleculeTable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Task:
+    """Built by Hydra from configs/task/<name>.yaml; adding a task needs no Python.
+
+    `extensive` properties grow with molecule size (sum readout), intensive ones do not
+    (mean readout). `ood_size` is the OOD set's size: a count, or a fraction below 1.
+    """
+
+    name: str
+    source: Source
+    target: str
+    property: str
+    units: str
+    extensive: bool
+    description: str
+    ood_size: int | float
+
+    def label(self) -> str:
+        return f"{self.property} ({self.units})"
+
+
+def csv_task(
+    path: str,
+    target_column: str,
+    smiles_column: str = "smiles",
+    units: str = "",
+    extensive: bool = False,
+    ood_size: int | float = 0.1,
+    description: str = "",
+    name: str | None = None,
+) -> Task:
+    """A BOOM-style task on a user's own CSV file, through the same validation."""
+    stem = Path(path).stem
+    source = CSVSource(
+        name=f"csv-{stem}", files=[path], smiles_column=smiles_column,
+        target_columns=[target_column],
+    )
+    return Task(
+        name=name or f"csv-{stem}-{target_column}",
+        source=source,
+        target=target_column,
+        property=target_column,
+        units=units,
+        extensive=extensive,
+        description=description or f"{target_column} from {path}",
+        ood_size=ood_size,
+    )
+
+
+@dataclass
+class TaskData:
+    """The molecules of a task (one target column), their data set and the report."""
+
+    task: Task
+    table: MoleculeTable
+    dataset: MoleculeTable
+    report: DataReport
+
+    @property
+    def y(self) -> np.ndarray:
+        return self.table.targets[self.task.target]
+
+
+def load_task(task: Task, data_dir: Path, progress: bool = True) -> TaskData:
+    """The task's molecules: the validated data set less those without a finite target."""
+    dataset, dataset_report = load_dataset(task.source, data_dir, progress)
+    if task.target not in dataset.targets:
+        raise KeyError(
+            f"task {task.name!r}: target {task.target!r} is not a column of data set "
+            f"{dataset.name!r} (columns: {sorted(dataset.targets)})"
+        )
+    y = dataset.targets[task.target]
+    report = DataReport.from_dict(dataset_report.to_dict())
+    report.source = f"{dataset.name}/{task.name}"
+    for row in np.flatnonzero(~np.isfinite(y)):
+        report.record(
+            f"non-finite {task.target}", "dropped", f"mol {dataset.mol_id[row]}", repr(y[row])
+        )
+    keep = np.flatnonzero(np.isfinite(y))
+    table = dataset.take(keep)
+    table = MoleculeTable(
+        name=dataset.name,
+        mol_id=table.mol_id,
+        smiles=table.smiles,
+        targets={task.target: table.targets[task.target]},
+        geometry=table.geometry,
+    )
+    report.n_kept = len(table)
+    if len(keep) < len(y):
+        print(report.summary_line())
+    return TaskData(task, table, dataset, report)
+
+
+def split_path(data: TaskData, splitter: Splitter, data_dir: Path) -> Path:
+    identity = {"table": data.table.version, "target": data.task.target, **splitter.settings()}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
+    return Path(data_dir) / "splits" / data.task.name / f"{splitter.name}-{key}.json"
+
+
+def load_split(data: TaskData, splitter: Splitter, data_dir: Path) -> SplitAssignment:
+    """The task's persisted split, computed and written once (under a lock) if absent.
+
+    Keyed by the task table's content and the split settings, so every model reads the
+    same file; a damaged file is recomputed, never trusted.
+    """
+    path = split_path(data, splitter, data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        if path.exists():
+            try:
+                return SplitAssignment.read(path)
+            except Exception as error:
+                log.warning("split file %s is unusable (%s); recomputing it", path, error)
+        split = splitter.split(data.table, data.task.target)
+        split.check_no_leakage(data.table)
+        split.info.update({"task": data.task.name, "table_version": data.table.version})
+        split.write(path)
+    return split

@@ -1,0 +1,114 @@
+"""The three result files of a run: metrics.json, predictions.csv and parity.png."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from oodmol.eval.metrics import binned_r2, check_finite_predictions, regression_metrics
+from oodmol.eval.plots import parity_plot
+from oodmol.io import atomic_write_text
+
+PACKAGES = ("oodmol", "torch", "lightning", "rdkit", "scikit-learn", "numpy", "hydra-core")
+
+
+@dataclass
+class SetPredictions:
+    """Predictions for one test set, aligned by position."""
+
+    name: str  # "id" or "ood"
+    mol_id: np.ndarray
+    smiles: np.ndarray
+    y_true: np.ndarray
+    y_pred: np.ndarray
+    y_std: np.ndarray | None = None
+
+    def frame(self) -> pd.DataFrame:
+        columns = {
+            "mol_id": self.mol_id,
+            "smiles": self.smiles,
+            "set": self.name,
+            "y_true": self.y_true,
+            "y_pred": self.y_pred,
+        }
+        if self.y_std is not None:
+            columns["y_std"] = self.y_std
+        return pd.DataFrame(columns)
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def compute_metrics(sets: dict[str, SetPredictions], train_median: float) -> dict:
+    """Per-set regression metrics; the OOD set adds BOOM's binned R² (split at the median
+    of the training targets). A non-finite prediction stops everything, naming the
+    molecules: a NaN metric would hide which inputs broke the model."""
+    metrics: dict = {}
+    for name, s in sets.items():
+        check_finite_predictions(
+            s.y_pred, [f"mol {i} ({smi})" for i, smi in zip(s.mol_id, s.smiles, strict=True)]
+        )
+        metrics[name] = regression_metrics(s.y_true, s.y_pred)
+    if "ood" in sets:
+        tails = binned_r2(sets["ood"].y_true, sets["ood"].y_pred, train_median)
+        metrics["ood"].update(tails)
+    return metrics
+
+
+def write_results(
+    out_dir: Path,
+    sets: dict[str, SetPredictions],
+    header: dict,
+    train_median: float,
+    property_label: str,
+    units: str,
+) -> tuple[dict, object]:
+    """Write the three files; returns the metrics and the parity figure (for loggers)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics = {**header, **compute_metrics(sets, train_median)}
+    metrics["train_median"] = float(train_median)
+    metrics["versions"] = package_versions()
+    atomic_write_text(out_dir / "metrics.json", json.dumps(_plain(metrics), indent=2))
+    frame = pd.concat([s.frame() for s in sets.values()], ignore_index=True)
+    atomic_write_text(out_dir / "predictions.csv", frame.to_csv(index=False))
+    empty = np.zeros(0)
+    id_set, ood_set = sets.get("id"), sets.get("ood")
+    figure = parity_plot(
+        out_dir / "parity.png",
+        id_set.y_true if id_set else empty,
+        id_set.y_pred if id_set else empty,
+        ood_set.y_true if ood_set else empty,
+        ood_set.y_pred if ood_set else empty,
+        property_label,
+        units,
+        id_std=id_set.y_std if id_set else None,
+        ood_std=ood_set.y_std if ood_set else None,
+    )
+    return metrics, figure
+
+
+def _plain(obj: object) -> object:
+    """JSON-ready: numpy scalars to Python, NaN to null (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
