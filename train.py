@@ -7,8 +7,9 @@ import logging
 
 import hydra
 import lightning as L
+import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from oodmol.runs import SaveRunConfig, build_datamodule, build_model
 
@@ -23,6 +24,8 @@ def instantiate_group(group: DictConfig | None) -> list:
 @hydra.main(config_path="configs", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
     L.seed_everything(cfg.seed, workers=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
     dm = build_datamodule(cfg)
     dm.prepare_data()
     dm.setup("fit")
@@ -46,5 +49,4 @@ def main(cfg: DictConfig) -> dict | None:
 
 
 if __name__ == "__main__":
-    OmegaConf.register_new_resolver("eval", eval, replace=True)
     main()

@@ -1,0 +1,88 @@
+"""Score a checkpoint, or an external predictions CSV, on a task's ID and OOD test sets.
+
+    python evaluate.py ckpt_path=runs/.../checkpoints/best.ckpt
+    python evaluate.py task=csd10k_density split=ood predictions=answers.csv model_name=llm
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import hydra
+import lightning as L
+import numpy as np
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from oodmol.data.task import load_split, load_task
+from oodmol.eval.callbacks import TestEvaluation
+from oodmol.eval.external import read_predictions, score_sets
+from oodmol.eval.results import write_results
+from oodmol.runs import CONFIG_KEY, build_datamodule, build_model
+
+log = logging.getLogger("oodmol.evaluate")
+
+
+def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
+    """Rebuild the run's model and data from the checkpoint's own config and test it."""
+    checkpoint = torch.load(cfg.ckpt_path, map_location="cpu", weights_only=True)
+    if CONFIG_KEY not in checkpoint:
+        raise KeyError(f"{cfg.ckpt_path} has no {CONFIG_KEY!r}: not written by train.py")
+    run = OmegaConf.create(checkpoint[CONFIG_KEY])
+    for group in ("task", "split", "paths"):
+        if cfg.get(group) is not None:
+            run[group] = cfg[group]
+    run.progress, run.num_workers = cfg.progress, cfg.num_workers
+    dm = build_datamodule(run)
+    dm.prepare_data()
+    dm.setup("test")
+    model = build_model(run, dm)
+    info = {"task": run.task.name, "split": run.split.name, "model": run.model.name,
+            "seed": run.seed, "checkpoint": str(cfg.ckpt_path)}
+    evaluation = TestEvaluation(str(out_dir), info)
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, callbacks=[evaluation],
+                        enable_progress_bar=cfg.progress, default_root_dir=str(out_dir))
+    trainer.test(model, datamodule=dm, ckpt_path=cfg.ckpt_path, weights_only=True)
+    return evaluation.metrics
+
+
+def score_file(cfg: DictConfig, out_dir: Path) -> dict:
+    """Score an external predictions CSV (`smiles,y_pred` or `mol_id,y_pred`)."""
+    if cfg.get("task") is None or cfg.get("split") is None:
+        raise ValueError("scoring a predictions file needs task=<task> and split=<split>")
+    task = instantiate(cfg.task)
+    data_dir = Path(cfg.paths.data_dir)
+    data = load_task(task, data_dir, cfg.progress)
+    split = load_split(data, instantiate(cfg.split), data_dir)
+    frame, report = read_predictions(Path(cfg.predictions), data)
+    sets = score_sets(frame, data, split, report)
+    for name, finding in report.items():
+        if isinstance(finding, dict) and finding["count"]:
+            log.warning("%s: %d (%s)", name, finding["count"], ", ".join(finding["examples"]))
+    header = {"task": task.name, "split": cfg.split.name, "model": cfg.model_name,
+              "seed": cfg.seed, "split_hash": split.hash, "n_params": None,
+              "train_seconds": None, "predictions_file": str(cfg.predictions),
+              "coverage": report}
+    train_y = data.y[data.table.rows_of(split.sets["train"])]
+    metrics, _ = write_results(out_dir, sets, header, float(np.median(train_y)),
+                               task.property, task.units)
+    return metrics
+
+
+@hydra.main(config_path="configs", config_name="evaluate", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    if (cfg.ckpt_path is None) == (cfg.predictions is None):
+        raise ValueError("give exactly one of ckpt_path=<file.ckpt> or predictions=<file.csv>")
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    metrics = score_checkpoint(cfg, out_dir) if cfg.ckpt_path else score_file(cfg, out_dir)
+    log.info("metrics:\n%s", json.dumps({s: metrics[s] for s in ("id", "ood")}, indent=2))
+    print(f"[oodmol] results in {out_dir}")
+    return metrics
+
+
+if __name__ == "__main__":
+    main()
