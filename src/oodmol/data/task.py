@@ -98,9 +98,15 @@ def load_task(task: Task, data_dir: Path, progress: bool = True) -> TaskData:
     report.source = f"{dataset.name}/{task.name}"
     for row in np.flatnonzero(~np.isfinite(y)):
         report.record(
-            f"non-finite {task.target}", "dropped", f"mol {dataset.mol_id[row]}", repr(y[row])
+            f"non-finite {task.target}", "dropped", f"mol {dataset.mol_id[row]}",
+            repr(float(y[row])),
         )
     keep = np.flatnonzero(np.isfinite(y))
+    if len(keep) == 0:
+        raise ValueError(
+            f"task {task.name!r}: no molecule of data set {dataset.name!r} has a finite "
+            f"{task.target!r} value ({report.summary_line()})"
+        )
     table = dataset.take(keep)
     table = MoleculeTable(
         name=dataset.name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from rdkit import Chem, RDLogger
@@ -26,8 +27,11 @@ class Parsed:
     composition: tuple[tuple[int, int], ...]  # (atomic number, count) with hydrogens
 
 
-def parse_smiles(smiles: str) -> Parsed:
-    """Parse, sanitise and canonicalise one SMILES; an error is returned, not raised."""
+def parse_smiles(smiles: str, composition: bool = False) -> Parsed:
+    """Parse, sanitise and canonicalise one SMILES; an error is returned, not raised.
+
+    The element composition with hydrogens (a third of the cost) only when asked, to
+    check a geometry against its SMILES."""
     RDLogger.DisableLog("rdApp.*")
     mol = Chem.MolFromSmiles(smiles, sanitize=False)
     if mol is None:
@@ -36,21 +40,22 @@ def parse_smiles(smiles: str) -> Parsed:
         Chem.SanitizeMol(mol)
     except Exception as error:  # RDKit raises several exception types for bad valences
         return Parsed(None, f"RDKit sanitisation failed: {type(error).__name__}", 0, (), ())
-    with_h = Chem.AddHs(mol)
-    composition = Counter(atom.GetAtomicNum() for atom in with_h.GetAtoms())
+    counts = Counter(atom.GetAtomicNum() for atom in Chem.AddHs(mol).GetAtoms()) if composition else {}
     return Parsed(
         canonical=Chem.MolToSmiles(mol),
         error="",
         n_fragments=len(Chem.GetMolFrags(mol)),
         elements=tuple(sorted({atom.GetSymbol() for atom in mol.GetAtoms()})),
-        composition=tuple(sorted(composition.items())),
+        composition=tuple(sorted(counts.items())),
     )
 
 
-def parse_all(smiles: list[str], progress: bool, n_jobs: int | None = None) -> list[Parsed]:
+def parse_all(
+    smiles: list[str], progress: bool, n_jobs: int | None = None, composition: bool = False
+) -> list[Parsed]:
     """RDKit parsing of a whole data set, across cores when it is large."""
     results = process_map(
-        parse_smiles,
+        partial(parse_smiles, composition=composition),
         smiles,
         total=len(smiles),
         desc="validating molecules",
@@ -72,7 +77,7 @@ def validate(
     report = raw.report
     n_read_ok = len(raw.mol_id)
     report.n_read = report.count("dropped") + n_read_ok
-    parsed = parse_all(raw.smiles, progress, n_jobs)
+    parsed = parse_all(raw.smiles, progress, n_jobs, composition=raw.geometry is not None)
     keep = np.ones(n_read_ok, dtype=bool)
     first_of: dict[str, int] = {}
     allowed = set(elements) if elements else None

@@ -75,8 +75,12 @@ def score_sets(
         rows = data.table.rows_of(ids)
         std = by_id.loc[ids, "y_std"].to_numpy(float) if "y_std" in by_id else None
         sets[name] = SetPredictions(
-            name, ids, data.table.smiles[rows], data.y[rows],
-            by_id.loc[ids, "y_pred"].to_numpy(float), std,
+            name,
+            ids,
+            data.table.smiles[rows],
+            data.y[rows],
+            by_id.loc[ids, "y_pred"].to_numpy(float),
+            std,
         )
     return sets
 

@@ -42,8 +42,9 @@ class CSVSource(Source):
     def read(self, data_dir: Path) -> RawData:
         report = DataReport(self.name)
         merged: dict[int, tuple[str, dict[str, str]]] = {}
+        unusable: dict[int, tuple[str, str]] = {}  # mol id -> (reason, where), once per row
         for path in self.paths(data_dir):
-            for mol_id, smiles, cells in self._rows(path, report):
+            for mol_id, smiles, cells in self._rows(path, unusable):
                 if mol_id not in merged:
                     merged[mol_id] = (smiles, {})
                 elif merged[mol_id][0] != smiles:
@@ -53,6 +54,9 @@ class CSVSource(Source):
                         "same molecules in the same order"
                     )
                 merged[mol_id][1].update(cells)
+        for mol_id, (reason, where) in sorted(unusable.items()):
+            merged.pop(mol_id, None)
+            report.record(reason, "dropped", where)
         ids = np.array(sorted(merged), dtype=np.int64)
         targets = {
             column: np.array(
@@ -64,8 +68,13 @@ class CSVSource(Source):
         report.n_read = len(ids) + report.count("dropped")
         return RawData(ids, [merged[i][0] for i in ids], targets, None, report)
 
-    def _rows(self, path: Path, report: DataReport) -> Iterator[tuple[int, str, dict[str, str]]]:
-        with open(path, newline="", encoding="utf-8") as handle:
+    def _rows(
+        self, path: Path, unusable: dict[int, tuple[str, str]]
+    ) -> Iterator[tuple[int, str, dict[str, str]]]:
+        """Data rows of one file; blank rows and rows without SMILES go to `unusable`.
+
+        utf-8-sig reads files with or without the byte-order mark spreadsheets write."""
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.reader(handle)
             header = [h.strip() for h in next(reader, [])]
             wanted = [self.smiles_column, *[c for c in self.target_columns if c in header]]
@@ -78,14 +87,15 @@ class CSVSource(Source):
             index = {c: header.index(c) for c in wanted}
             for row in reader:
                 mol_id = reader.line_num - 2
+                where = f"{path.name} line {reader.line_num}"
                 if not any(cell.strip() for cell in row):
-                    report.record("blank line", "dropped", f"{path.name} line {reader.line_num}")
+                    unusable.setdefault(mol_id, ("blank line", where))
                     continue
                 if len(row) < len(header):
                     row = row + [""] * (len(header) - len(row))
                 smiles = row[index[self.smiles_column]].strip()
                 if not smiles:
-                    report.record("empty SMILES", "dropped", f"{path.name} line {reader.line_num}")
+                    unusable.setdefault(mol_id, ("empty SMILES", where))
                     continue
                 cells = {c: row[index[c]].strip() for c in wanted if c != self.smiles_column}
                 yield mol_id, smiles, cells

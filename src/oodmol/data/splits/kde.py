@@ -7,7 +7,7 @@ cannot prune), ~17 minutes per QM9 property.  This module computes the same log-
 float64 precision in about a second at most (QM9's R2, 130k distinct values).
 
 Algorithm (1-D fast Gauss transform with Hermite expansions)
------------------------------------------------------------
+------------------------------------------------------------
 Values are deduplicated (equal values then get bit-identical results) and weighted by their
 counts.  With ``a = sqrt(2) h`` the kernel is ``exp(-(s_t - s_j)^2)`` in ``s = y / a``.  Sources
 are put into boxes of width 1 in ``s`` with centres ``c``; per box the moments
@@ -16,7 +16,7 @@ are put into boxes of width 1 in ``s`` with centres ``c``; per box the moments
     sum_j w_j exp(-(t - s_j)^2) = sum_n A_n h_n(t - c),   h_n(x) = H_n(x) exp(-x^2),
 
 evaluated (Clenshaw's recurrence, vectorised over targets) for every target against the boxes at
-most ``K`` boxes away, furthest first; the target's own box is evaluated without the target, whose
+most ``K`` boxes away, furthest first; a target's own box is evaluated without the target, whose
 self-term ``w_t`` is added exactly (a lone value gets ``S = w`` exactly, as in a direct sum).
 Differences are formed in the property's own units before scaling (``(y_t - Y_c) / a``), as
 scikit-learn does, so large values (R2 ~ 3000) cost no absolute precision.  Runs of values
@@ -37,16 +37,18 @@ errors are relative errors.  With total weight ``W`` (number of values):
 ``K`` and ``p`` (typically 8 and 32) are chosen so that each bound is below ``1e-17``, far under
 float64 resolution, with ``r`` the largest ``|sigma_j|`` actually seen (so rounding of the box
 assignment is accounted for).  What remains is floating-point rounding: kernel sums agree with
-float64 and long-double direct sums to ~1e-15 relative on all of QM9's properties and on lone
-values next to a dense cluster.  scikit-learn's scores differ from direct sums by up to ~1e-13.
+float64 and long-double direct sums to <= 2.2e-15 relative on all of QM9's properties and on
+lone values next to a dense cluster.  scikit-learn's own scores are off by up to ~1e-12 (7e-13
+on QM9's HOMO).
 
 Ties
 ----
-Equal values, and lone values (``S = w`` exactly, here and in scikit-learn), tie exactly and are
-ranked by the caller's ``tie_break`` ids.  Distinct values whose densities are only
-mathematically equal (the two ends of a symmetric sample, two lone values close to each other)
-are resolved at float precision, as scikit-learn's own scores are; the last bits, hence the
-order within such a pair, may differ from scikit-learn's.
+Equal values, and lone values of equal count (no neighbour within ~9 bandwidths, so ``S = w``
+exactly, here and in scikit-learn), tie exactly and are ranked by the caller's ``tie_break``
+ids.  Distinct values whose densities are only mathematically equal (the two ends of a
+symmetric sample, two lone values close to each other) are resolved at float precision, as
+scikit-learn's own scores are; the last bits, hence the order within such a pair, may differ
+from scikit-learn's.
 """
 
 from __future__ import annotations

@@ -1,0 +1,45 @@
+"""Shared fixtures: an isolated data dir, the offline source dir, and small CSV files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from oodmol.data.sources.fetch import SOURCE_DIR_ENV
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh cache folder, also exported as OODMOL_DATA_DIR for code that reads it."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("OODMOL_DATA_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def source_dir() -> Path:
+    """The offline copies of the public data sets (OODMOL_SOURCE_DIR), or a skip."""
+    value = os.environ.get(SOURCE_DIR_ENV)
+    if not value:
+        pytest.skip(f"{SOURCE_DIR_ENV} is not set: no offline copy of the public data sets")
+    return Path(value)
+
+
+MakeCSV = Callable[[str, str, Sequence[str]], Path]
+
+
+@pytest.fixture
+def make_csv(tmp_path: Path) -> MakeCSV:
+    """`make_csv(name, header, rows)` writes tmp_path/name verbatim, one row per line,
+    so row k (0-based) is on line k + 2: CSVSource's mol id k."""
+
+    def write(name: str, header: str, rows: Sequence[str]) -> Path:
+        path = tmp_path / name
+        path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+        return path
+
+    return write
