@@ -1,8 +1,8 @@
 """Data command line: python -m oodmol.data {export,prepare,card} task=<t> split=<s> ...
 
-    export   write the split as CSV (mol_id,smiles,target,set) to out=<file.csv>
-    prepare  build the data set, the split and the feature caches ahead of a sweep
-    card     write a dataset card (counts, units, BOOM-style histogram) to out=<dir>
+export   write the split as CSV (mol_id,smiles,target,set) to out=<file.csv>
+prepare  build the data set, the split and the feature caches ahead of a sweep
+card     write a dataset card (counts, units, BOOM-style histogram) to out=<dir>
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from oodmol.config import compose_config, config_dir
 from oodmol.data.card import write_card

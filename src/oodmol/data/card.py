@@ -30,7 +30,7 @@ def write_card(data: TaskData, split: SplitAssignment, out_dir: Path) -> Path:
         "split_hash": split.hash,
         "sets": {
             name: {
-                "n": int(len(v)),
+                "n": len(v),
                 "min": float(v.min()) if len(v) else None,
                 "max": float(v.max()) if len(v) else None,
                 "mean": float(v.mean()) if len(v) else None,
@@ -68,7 +68,9 @@ def _markdown(summary: dict) -> str:
     report = summary["data_report"]
     lines += ["", f"Validation: read {report['n_read']}, kept {report['n_kept']}."]
     for f in report["findings"]:
-        lines.append(f"- {f['count']} {f['action']}: {f['reason']} (e.g. {', '.join(f['examples'][:3])})")
+        lines.append(
+            f"- {f['count']} {f['action']}: {f['reason']} (e.g. {', '.join(f['examples'][:3])})"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -77,12 +79,18 @@ def _histogram(y_of: dict[str, np.ndarray], xlabel: str, title: str) -> Figure:
     ax = fig.add_subplot()
     everything = np.concatenate(list(y_of.values()))
     bins = np.histogram_bin_edges(everything, bins=80)
-    stacks = [("train", np.concatenate([y_of["train"], y_of["val"]])), ("id", y_of["id"]),
-              ("ood", y_of["ood"])]
+    stacks = [
+        ("train", np.concatenate([y_of["train"], y_of["val"]])),
+        ("id", y_of["id"]),
+        ("ood", y_of["ood"]),
+    ]
     labels = {"train": "train + val", "id": "ID test", "ood": "OOD test"}
     ax.hist(
-        [v for _, v in stacks], bins=bins, stacked=True,
-        color=[COLOURS[k] for k, _ in stacks], label=[labels[k] for k, _ in stacks],
+        [v for _, v in stacks],
+        bins=bins,
+        stacked=True,
+        color=[COLOURS[k] for k, _ in stacks],
+        label=[labels[k] for k, _ in stacks],
     )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("molecules")

@@ -101,5 +101,7 @@ class MoleculeTable:
         missing = self.mol_id[rows] != mol_ids
         if missing.any():
             bad = np.asarray(mol_ids)[missing]
-            raise KeyError(f"{missing.sum()} molecule ids not in table {self.name!r}: {bad[:10].tolist()}")
+            raise KeyError(
+                f"{missing.sum()} molecule ids not in table {self.name!r}: {bad[:10].tolist()}"
+            )
         return rows

@@ -56,7 +56,9 @@ def csv_task(
     """A BOOM-style task on a user's own CSV file, through the same validation."""
     stem = Path(path).stem
     source = CSVSource(
-        name=f"csv-{stem}", files=[path], smiles_column=smiles_column,
+        name=f"csv-{stem}",
+        files=[path],
+        smiles_column=smiles_column,
         target_columns=[target_column],
     )
     return Task(
@@ -98,7 +100,9 @@ def load_task(task: Task, data_dir: Path, progress: bool = True) -> TaskData:
     report.source = f"{dataset.name}/{task.name}"
     for row in np.flatnonzero(~np.isfinite(y)):
         report.record(
-            f"non-finite {task.target}", "dropped", f"mol {dataset.mol_id[row]}",
+            f"non-finite {task.target}",
+            "dropped",
+            f"mol {dataset.mol_id[row]}",
             repr(float(y[row])),
         )
     keep = np.flatnonzero(np.isfinite(y))

@@ -40,7 +40,9 @@ def parse_smiles(smiles: str, composition: bool = False) -> Parsed:
         Chem.SanitizeMol(mol)
     except Exception as error:  # RDKit raises several exception types for bad valences
         return Parsed(None, f"RDKit sanitisation failed: {type(error).__name__}", 0, (), ())
-    counts = Counter(atom.GetAtomicNum() for atom in Chem.AddHs(mol).GetAtoms()) if composition else {}
+    counts = (
+        Counter(atom.GetAtomicNum() for atom in Chem.AddHs(mol).GetAtoms()) if composition else {}
+    )
     return Parsed(
         canonical=Chem.MolToSmiles(mol),
         error="",
@@ -125,4 +127,3 @@ def validate(
 def _geometry_composition(raw: RawData, row: int) -> tuple[tuple[int, int], ...]:
     numbers, _ = raw.geometry.molecule(row)
     return tuple(sorted(Counter(int(z) for z in numbers).items()))
-

@@ -79,7 +79,9 @@ class CSVSource(Source):
             header = [h.strip() for h in next(reader, [])]
             wanted = [self.smiles_column, *[c for c in self.target_columns if c in header]]
             missing = [c for c in wanted if c not in header]
-            if self.smiles_column not in header or not any(c in header for c in self.target_columns):
+            if self.smiles_column not in header or not any(
+                c in header for c in self.target_columns
+            ):
                 raise ValueError(
                     f"{path}: needs columns {self.smiles_column!r} and one of "
                     f"{self.target_columns}; header is {header} (missing {missing})"

@@ -77,8 +77,9 @@ class SplitAssignment:
     def read(cls, path: Path) -> SplitAssignment:
         """Read a split file, refusing one whose content does not match its hash."""
         payload = json.loads(Path(path).read_text())
-        split = cls({k: np.asarray(v, dtype=np.int64) for k, v in payload["sets"].items()},
-                    payload["info"])
+        split = cls(
+            {k: np.asarray(v, dtype=np.int64) for k, v in payload["sets"].items()}, payload["info"]
+        )
         if split.hash != payload["hash"]:
             raise ValueError(f"{path}: content does not match its hash {payload['hash']}")
         return split

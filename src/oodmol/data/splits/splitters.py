@@ -164,7 +164,7 @@ class ScaffoldSplitter(Splitter):
         ordered = big + [small[i] for i in rng.permutation(len(small))]
         roles = np.full(n, TRAIN)
         quota = {OOD: n_ood, ID: n_id, VAL: n_val}
-        for scaffold in ordered[len(big):]:
+        for scaffold in ordered[len(big) :]:
             rows = groups[scaffold]
             target_set = next((s for s in (OOD, ID, VAL) if quota[s] >= len(rows)), TRAIN)
             if target_set != TRAIN:
