@@ -12,7 +12,7 @@ ifneq ($(wildcard ../shared/data),)
 export OODMOL_SOURCE_DIR ?= $(abspath ../shared/data)
 endif
 
-.PHONY: install train test lint bench clean
+.PHONY: install train test lint bench chemprop-env bench-chemprop clean
 
 install: $(VENV)/.installed
 
@@ -36,5 +36,22 @@ lint: install
 bench: install
 	$(PY) bench/splits.py
 
+# Chemprop 2.3.1 pins rdkit==2026.03.6 (through cuik-molmaker), so the reference for
+# bench/chemprop_throughput.py and tests/test_chemprop_equivalence.py gets its own
+# environment, with oodmol installed next to it.
+CHEMPROP_VENV ?= .venv-chemprop
+chemprop-env: $(CHEMPROP_VENV)/.installed
+
+$(CHEMPROP_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(CHEMPROP_VENV)
+	$(CHEMPROP_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHEMPROP_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(CHEMPROP_VENV)/bin/python -m pip install --quiet chemprop==2.3.1 -e '.[dev]'
+	touch $@
+
+bench-chemprop: chemprop-env
+	$(CHEMPROP_VENV)/bin/python bench/chemprop_throughput.py $(ARGS)
+	$(CHEMPROP_VENV)/bin/python -m pytest -q tests/test_chemprop_equivalence.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CHEMPROP_VENV) .pytest_cache .ruff_cache

@@ -28,7 +28,6 @@ import hashlib
 import json
 import logging
 import math
-import multiprocessing
 import os
 import secrets
 import struct
@@ -132,6 +131,16 @@ class FeatureStore:
             if value is None:
                 raise KeyError(f"mol_id {mol_id} not in feature cache {self.path}")
             return decode_arrays(bytearray(value))
+
+    def iter_arrays(self, mol_ids: Iterable[int]) -> Iterator[dict[str, np.ndarray]]:
+        """The arrays of many molecules (as `get` gives them), read in one transaction:
+        for features whose shapes differ between molecules, such as graphs."""
+        with _environment(self.path).begin(buffers=True) as txn:
+            for mol_id in np.asarray(mol_ids, dtype=np.int64).tolist():
+                value = txn.get(_key(mol_id))
+                if value is None:
+                    raise KeyError(f"mol_id {mol_id} not in feature cache {self.path}")
+                yield decode_arrays(bytearray(value))
 
     def matrix(self, mol_ids: Iterable[int], field: str = "x") -> np.ndarray:
         """One field of many molecules stacked into a new array, in one read transaction.

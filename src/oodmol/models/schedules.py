@@ -1,0 +1,76 @@
+"""Learning-rate schedules that depend on the length of the run (steps per epoch, epochs).
+
+A scheduler factory in a model config is a partial (`_partial_: true`) that
+`PropertyRegressor` calls with the optimizer; one that also declares a `trainer`
+parameter receives the Trainer, so it can read the run's length once the training data
+is known, with no model-specific code in the module (`build_scheduler`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+
+import lightning as L
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler
+
+
+def build_scheduler(factory: Callable, optimizer: Optimizer, trainer: L.Trainer) -> LRScheduler:
+    """`factory(optimizer)`, or `factory(optimizer, trainer=trainer)` for a factory that
+    takes a `trainer`."""
+    if "trainer" in inspect.signature(factory).parameters:
+        return factory(optimizer, trainer=trainer)
+    return factory(optimizer)
+
+
+def steps_per_epoch(trainer: L.Trainer) -> int:
+    """Optimizer steps in one training epoch (after `limit_train_batches` and gradient
+    accumulation)."""
+    trainer.estimated_stepping_batches  # noqa: B018 - loads the train loader to count it
+    return max(1, math.ceil(trainer.num_training_batches / trainer.accumulate_grad_batches))
+
+
+def noam_like(
+    optimizer: Optimizer,
+    trainer: L.Trainer,
+    warmup_epochs: float = 2,
+    init_lr: float = 1e-4,
+    max_lr: float = 1e-3,
+    final_lr: float = 1e-4,
+) -> LambdaLR:
+    """Chemprop's Noam-like schedule, stepped every batch: linear warm-up from `init_lr`
+    to `max_lr` over `warmup_epochs`, then exponential decay that reaches `final_lr` at
+    the end of `trainer.max_epochs` (and stays there).
+
+    The rates are absolute: the optimizer's own `lr` is overridden.
+    """
+    if not trainer.max_epochs or trainer.max_epochs < 0:
+        raise ValueError("noam_like needs a finite trainer.max_epochs to decay over")
+    per_epoch = steps_per_epoch(trainer)
+    warmup = round(warmup_epochs * per_epoch)
+    cooldown = max(trainer.max_epochs * per_epoch - warmup, 0)
+    for group in optimizer.param_groups:
+        group["lr"] = init_lr  # LambdaLR scales this base rate
+
+    def factor(step: int) -> float:
+        return noam_like_lr(step, warmup, cooldown, init_lr, max_lr, final_lr) / init_lr
+
+    return LambdaLR(optimizer, factor)
+
+
+def noam_like_lr(
+    step: int,
+    warmup_steps: int,
+    cooldown_steps: int,
+    init_lr: float,
+    max_lr: float,
+    final_lr: float,
+) -> float:
+    """The learning rate at optimizer step `step` (0-based)."""
+    if step < warmup_steps:
+        return init_lr + (max_lr - init_lr) * step / warmup_steps
+    if step < warmup_steps + cooldown_steps:
+        return max_lr * (final_lr / max_lr) ** ((step - warmup_steps) / cooldown_steps)
+    return final_lr
