@@ -1,7 +1,7 @@
 """Score a checkpoint, or an external predictions CSV, on a task's ID and OOD test sets.
 
-    python evaluate.py ckpt_path=runs/.../checkpoints/best.ckpt
-    python evaluate.py task=csd10k_density split=ood predictions=answers.csv model_name=llm
+python evaluate.py ckpt_path=runs/.../checkpoints/best.ckpt
+python evaluate.py task=csd10k_density split=ood predictions=answers.csv model_name=llm
 """
 
 from __future__ import annotations
@@ -37,15 +37,29 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
         if cfg.get(group) is not None:
             run[group] = cfg[group]
     run.progress, run.num_workers = cfg.progress, cfg.num_workers
+    L.seed_everything(run.seed)  # MC-dropout passes sample as in the run's own test
     dm = build_datamodule(run)
     dm.prepare_data()
     dm.setup("test")
     model = build_model(run, dm)
-    info = {"task": run.task.name, "split": run.split.name, "model": run.model.name,
-            "seed": run.seed, "checkpoint": str(cfg.ckpt_path)}
+    info = {
+        "task": run.task.name,
+        "split": run.split.name,
+        "model": run.model.name,
+        "seed": run.seed,
+        "checkpoint": str(cfg.ckpt_path),
+    }
+    if run.get("uq") is not None:
+        info["uq"] = {"method": run.uq.name, "member": run.uq.member}
     evaluation = TestEvaluation(str(out_dir), info)
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, callbacks=[evaluation],
-                        enable_progress_bar=cfg.progress, default_root_dir=str(out_dir))
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        callbacks=[evaluation],
+        enable_progress_bar=cfg.progress,
+        default_root_dir=str(out_dir),
+    )
     trainer.test(model, datamodule=dm, ckpt_path=cfg.ckpt_path, weights_only=True)
     return evaluation.metrics
 
@@ -63,13 +77,21 @@ def score_file(cfg: DictConfig, out_dir: Path) -> dict:
     for name, finding in report.items():
         if isinstance(finding, dict) and finding["count"]:
             log.warning("%s: %d (%s)", name, finding["count"], ", ".join(finding["examples"]))
-    header = {"task": task.name, "split": cfg.split.name, "model": cfg.model_name,
-              "seed": cfg.seed, "split_hash": split.hash, "n_params": None,
-              "train_seconds": None, "predictions_file": str(cfg.predictions),
-              "coverage": report}
+    header = {
+        "task": task.name,
+        "split": cfg.split.name,
+        "model": cfg.model_name,
+        "seed": cfg.seed,
+        "split_hash": split.hash,
+        "n_params": None,
+        "train_seconds": None,
+        "predictions_file": str(cfg.predictions),
+        "coverage": report,
+    }
     train_y = data.y[data.table.rows_of(split.sets["train"])]
-    metrics, _ = write_results(out_dir, sets, header, float(np.median(train_y)),
-                               task.property, task.units)
+    metrics, _ = write_results(
+        out_dir, sets, header, float(np.median(train_y)), task.property, task.units
+    )
     return metrics
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+
 import lightning as L
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from oodmol.data.datamodule import MoleculeDataModule
@@ -12,6 +14,9 @@ CONFIG_KEY = "oodmol_config"
 
 
 def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
+    """The run's data; a bootstrap member (`uq.bootstrap`) resamples its training set with
+    the run's seed, so every member draws a different resample."""
+    bootstrap = cfg.get("uq") is not None and cfg.uq.get("bootstrap", False)
     return MoleculeDataModule(
         task=instantiate(cfg.task),
         split=instantiate(cfg.split),
@@ -21,12 +26,14 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         batch_size=cfg.model.batch_size,
         num_workers=cfg.num_workers,
         progress=cfg.progress,
+        bootstrap_seed=cfg.seed if bootstrap else None,
     )
 
 
 def build_model(cfg: DictConfig, dm: MoleculeDataModule) -> L.LightningModule:
     """The model, with input widths that depend on the data (`???` in its config) filled
-    from the featurised training set."""
+    from the featurised training set, and the uq method's module arguments (`uq.module`:
+    a mean-variance likelihood, MC dropout) added to the model's own."""
     module_cfg = cfg.model.module
     backbone = module_cfg.get("backbone")
     if backbone is not None:
@@ -35,7 +42,26 @@ def build_model(cfg: DictConfig, dm: MoleculeDataModule) -> L.LightningModule:
                 # `key in cfg` is False for a `???` value, hence the explicit key list
                 if key in list(backbone.keys()) and OmegaConf.is_missing(backbone, key):
                     backbone[key] = value
-    return instantiate(module_cfg)
+    return instantiate(module_cfg, **uq_module_arguments(cfg))
+
+
+def uq_module_arguments(cfg: DictConfig) -> dict:
+    """`uq.module` as keyword arguments, refused with a clear message when the model's
+    module class does not take them (e.g. MC dropout for a random forest)."""
+    uq = cfg.get("uq")
+    module = uq.get("module") if uq is not None else None
+    if not module:
+        return {}
+    extra = OmegaConf.to_container(module, resolve=True)
+    target = get_class(cfg.model.module._target_)
+    accepted = inspect.signature(target).parameters
+    unknown = sorted(set(extra) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"uq={uq.name} sets {unknown} on the model, which {target.__name__} "
+            f"(model={cfg.model.name}) does not take; use a neural model or another uq method"
+        )
+    return extra
 
 
 class SaveRunConfig(L.Callback):

@@ -17,7 +17,10 @@ from oodmol.data.store import FeatureStore
 from oodmol.data.task import Task, TaskData, load_split, load_task
 
 log = logging.getLogger(__name__)
-TEST_SETS = ("id", "ood")  # test dataloader order: dataloader_idx 0 is ID, 1 is OOD
+TEST_SETS = ("id", "ood")  # the sets a run is scored on
+# test dataloader order (dataloader_idx 0, 1, 2): the validation set is predicted too, for
+# recalibrating uncertainties and for combining ensemble members afterwards
+PREDICTED_SETS = (*TEST_SETS, "val")
 
 
 class MoleculeDataModule(L.LightningDataModule):
@@ -26,6 +29,11 @@ class MoleculeDataModule(L.LightningDataModule):
     `prepare_data` (one process) validates the data set, writes the split file and
     builds the feature cache; `setup` (every process) only reads them. Target statistics
     and feature statistics come from the training set alone.
+
+    With `bootstrap_seed` the training *dataset* is a resample of the training molecules
+    with replacement (same size, seeded), for bootstrap ensembles; feature and target
+    statistics stay those of the whole training set, so every member reads the same
+    inputs, and validation and test sets are unchanged.
     """
 
     def __init__(
@@ -39,6 +47,7 @@ class MoleculeDataModule(L.LightningDataModule):
         eval_batch_size: int = 512,
         num_workers: int = 0,
         progress: bool = True,
+        bootstrap_seed: int | None = None,
     ) -> None:
         super().__init__()
         self.task = task
@@ -50,6 +59,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self.eval_batch_size = eval_batch_size
         self.num_workers = num_workers
         self.progress = progress
+        self.bootstrap_seed = bootstrap_seed
         self.data: TaskData | None = None
         self.split: SplitAssignment | None = None
         self.datasets: dict = {}
@@ -73,6 +83,9 @@ class MoleculeDataModule(L.LightningDataModule):
         feature_facts = self.features.fit(store, self.split.sets["train"])
         for name in SETS:
             ids = self.split.sets[name]
+            if name == "train" and self.bootstrap_seed is not None:
+                rng = np.random.default_rng(self.bootstrap_seed)
+                ids = rng.choice(ids, size=len(ids), replace=True)
             y = self.data.y[self.data.table.rows_of(ids)]
             self.datasets[name] = self.features.dataset(store, ids, y, name)
         facts = {**feature_facts, "imputed_values": dict(self.features.imputed)}
@@ -110,4 +123,4 @@ class MoleculeDataModule(L.LightningDataModule):
         return self._loader("val", shuffle=False)
 
     def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader(name, shuffle=False) for name in TEST_SETS]
+        return [self._loader(name, shuffle=False) for name in PREDICTED_SETS]

@@ -10,22 +10,29 @@ import numpy as np
 import pandas as pd
 import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+from omegaconf import OmegaConf
 
-from oodmol.data.datamodule import TEST_SETS
-from oodmol.eval.results import SetPredictions, write_results
+from oodmol.data.datamodule import PREDICTED_SETS, TEST_SETS
+from oodmol.eval.results import SetPredictions, std_columns, write_results
+
+VARIANCES = ("var_epistemic", "var_aleatoric")
 
 
 class TestEvaluation(L.Callback):
     """Collects test predictions of every process and writes the run's result files.
 
-    Under DDP each process sees part of each test set (padded to equal length), so the
-    predictions are gathered to every process and de-duplicated by position before
-    rank 0 writes metrics.json, predictions.csv and parity.png and logs them.
+    The test loaders are the ID, OOD and validation sets (the last for recalibrating
+    uncertainties). Under DDP each process sees part of each set (padded to equal
+    length), so the predictions are gathered to every process and de-duplicated by
+    position before rank 0 writes the result files and logs them.
     """
 
     def __init__(self, output_dir: str, run_info: dict) -> None:
         self.output_dir = Path(output_dir)
-        self.run_info = dict(run_info)
+        # from Hydra a nested DictConfig, which json cannot write
+        self.run_info = (
+            OmegaConf.to_container(run_info) if OmegaConf.is_config(run_info) else dict(run_info)
+        )
         self.fit_started: float | None = None
         self.train_seconds: float | None = None
         self.outputs: dict[int, list[dict]] = {}
@@ -38,7 +45,7 @@ class TestEvaluation(L.Callback):
         self.train_seconds = time.perf_counter() - self.fit_started
 
     def on_test_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.outputs = {i: [] for i in range(len(TEST_SETS))}
+        self.outputs = {i: [] for i in range(len(PREDICTED_SETS))}
 
     def on_test_batch_end(
         self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx: int = 0
@@ -48,15 +55,20 @@ class TestEvaluation(L.Callback):
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         dm = trainer.datamodule
         sets = {}
-        for i, name in enumerate(TEST_SETS):
-            index, pred, std = self._gathered(pl_module, self.outputs[i])
+        for i, name in enumerate(PREDICTED_SETS):
+            index, pred, variances = self._gathered(pl_module, self.outputs[i])
             expected = len(dm.mol_ids(name))
             if len(index) != expected or not np.array_equal(index, np.arange(expected)):
                 raise RuntimeError(
                     f"{name} test set: predictions for {len(index)} of {expected} molecules"
                 )
             sets[name] = SetPredictions(
-                name, dm.mol_ids(name), dm.smiles(name), dm.targets(name), pred, std
+                name,
+                dm.mol_ids(name),
+                dm.smiles(name),
+                dm.targets(name),
+                pred,
+                **std_columns(*variances),
             )
         if trainer.global_rank != 0:
             return
@@ -65,9 +77,11 @@ class TestEvaluation(L.Callback):
             "split_hash": dm.split.hash,
             "n_params": int(pl_module.n_params()),
             "train_seconds": self.train_seconds,
+            "property": dm.task.property,
+            "units": dm.task.units,
             "data": {"sizes": dm.split.sizes(), **dm.feature_facts},
         }
-        metrics, figure = write_results(
+        metrics, figures = write_results(
             self.output_dir,
             sets,
             header,
@@ -76,44 +90,58 @@ class TestEvaluation(L.Callback):
             dm.task.units,
         )
         self.metrics = metrics
-        _log_everywhere(trainer, metrics, figure, self.output_dir)
+        _log_everywhere(trainer, metrics, figures, self.output_dir)
 
     @staticmethod
     def _gathered(
         pl_module: L.LightningModule, outputs: list[dict]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        index = torch.cat([o["index"] for o in outputs])
-        pred = torch.cat([o["pred"] for o in outputs]).float()
-        has_std = outputs[0]["std"] is not None
-        std = torch.cat([o["std"] for o in outputs]).float() if has_std else None
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+        """Positions, means and variance components (None where the model has none)."""
+        columns = {"index": torch.cat([o["index"] for o in outputs])}
+        for key in ("pred", *VARIANCES):
+            if outputs[0][key] is not None:
+                columns[key] = torch.cat([o[key] for o in outputs]).double()
         if pl_module.trainer.world_size > 1:
-            index, pred = (
-                pl_module.all_gather(index).flatten(),
-                pl_module.all_gather(pred).flatten(),
-            )
-            std = pl_module.all_gather(std).flatten() if has_std else None
-        index, pred = index.cpu().numpy(), pred.cpu().numpy().astype(np.float64)
-        order = np.unique(index, return_index=True)[1]  # drops DDP padding duplicates
-        std_np = std.cpu().numpy().astype(np.float64)[order] if has_std else None
-        return index[order], pred[order], std_np
+            columns = {k: pl_module.all_gather(v).flatten() for k, v in columns.items()}
+        columns = {k: v.cpu().numpy() for k, v in columns.items()}
+        index, order = np.unique(columns["index"], return_index=True)  # drops DDP padding
+        variances = [columns[k][order] if k in columns else None for k in VARIANCES]
+        return index, columns["pred"][order], variances
 
 
-def _log_everywhere(trainer: L.Trainer, metrics: dict, figure, output_dir: Path) -> None:
-    """The test metrics and the parity plot go to every active logger as well."""
+def _log_everywhere(trainer: L.Trainer, metrics: dict, figures: dict, output_dir: Path) -> None:
+    """The test metrics (uncertainty metrics included) and the figures go to every active
+    logger as well."""
     flat = {
         f"test/{s}/{k}": v
         for s in TEST_SETS
         for k, v in metrics[s].items()
         if isinstance(v, int | float) and np.isfinite(v)
     }
+    for section in ("uq", "uq_recalibrated"):  # the metric subtrees, not method or member
+        tree = {k: v for k, v in metrics.get(section, {}).items() if isinstance(v, dict)}
+        flat.update(_flatten(tree, f"test/{section}"))
     for logger in trainer.loggers:
         logger.log_metrics(flat, step=trainer.global_step)
         if isinstance(logger, WandbLogger):
             logger.experiment.summary.update(flat)
-            logger.log_image(key="parity", images=[str(output_dir / "parity.png")])
+            for name in figures:
+                logger.log_image(key=name, images=[str(output_dir / f"{name}.png")])
             logger.log_table(
                 key="predictions", dataframe=pd.read_csv(output_dir / "predictions.csv")
             )
         elif isinstance(logger, TensorBoardLogger):
-            logger.experiment.add_figure("parity", figure, global_step=trainer.global_step)
+            for name, figure in figures.items():
+                logger.experiment.add_figure(name, figure, global_step=trainer.global_step)
         logger.save()
+
+
+def _flatten(tree: dict, prefix: str) -> dict[str, float]:
+    """Finite numbers of a nested dict, keyed by their slash-joined path."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}/{key}"))
+        elif isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value):
+            flat[f"{prefix}/{key}"] = value
+    return flat

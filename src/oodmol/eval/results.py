@@ -1,4 +1,5 @@
-"""The three result files of a run: metrics.json, predictions.csv and parity.png."""
+"""The result files of a run: metrics.json, predictions.csv and parity.png, and where
+the model gives uncertainties calibration.png, error_calibration.png and confidence.png."""
 
 from __future__ import annotations
 
@@ -14,20 +15,26 @@ import pandas as pd
 from oodmol.eval.metrics import binned_r2, check_finite_predictions, regression_metrics
 from oodmol.eval.plots import parity_plot
 from oodmol.io import atomic_write_text
+from oodmol.uq.evaluation import assess_uncertainty
+from oodmol.uq.plots import uncertainty_figures
 
 PACKAGES = ("oodmol", "torch", "lightning", "rdkit", "scikit-learn", "numpy", "hydra-core")
+STD_COLUMNS = ("y_std", "y_std_epistemic", "y_std_aleatoric")
 
 
 @dataclass
 class SetPredictions:
-    """Predictions for one test set, aligned by position."""
+    """Predictions for one set, aligned by position. `y_std` is the total predictive
+    standard deviation; its epistemic and aleatoric parts where the model knows them."""
 
-    name: str  # "id" or "ood"
+    name: str  # "id", "ood" or "val"
     mol_id: np.ndarray
     smiles: np.ndarray
     y_true: np.ndarray
     y_pred: np.ndarray
     y_std: np.ndarray | None = None
+    y_std_epistemic: np.ndarray | None = None
+    y_std_aleatoric: np.ndarray | None = None
 
     def frame(self) -> pd.DataFrame:
         columns = {
@@ -37,9 +44,22 @@ class SetPredictions:
             "y_true": self.y_true,
             "y_pred": self.y_pred,
         }
-        if self.y_std is not None:
-            columns["y_std"] = self.y_std
+        for name in STD_COLUMNS:
+            if getattr(self, name) is not None:
+                columns[name] = getattr(self, name)
         return pd.DataFrame(columns)
+
+
+def std_columns(
+    var_epistemic: np.ndarray | None, var_aleatoric: np.ndarray | None
+) -> dict[str, np.ndarray | None]:
+    """SetPredictions' σ fields from variance components: total σ = sqrt of their sum."""
+    parts = [v for v in (var_epistemic, var_aleatoric) if v is not None]
+    return {
+        "y_std": np.sqrt(sum(parts)) if parts else None,
+        "y_std_epistemic": None if var_epistemic is None else np.sqrt(var_epistemic),
+        "y_std_aleatoric": None if var_aleatoric is None else np.sqrt(var_aleatoric),
+    }
 
 
 def package_versions() -> dict[str, str]:
@@ -53,15 +73,17 @@ def package_versions() -> dict[str, str]:
 
 
 def compute_metrics(sets: dict[str, SetPredictions], train_median: float) -> dict:
-    """Per-set regression metrics; the OOD set adds BOOM's binned R² (split at the median
-    of the training targets). A non-finite prediction stops everything, naming the
-    molecules: a NaN metric would hide which inputs broke the model."""
+    """Regression metrics of the ID and OOD sets; the OOD set adds BOOM's binned R² (split
+    at the median of the training targets). A non-finite prediction in any set stops
+    everything, naming the molecules: a NaN metric would hide which inputs broke the
+    model."""
     metrics: dict = {}
     for name, s in sets.items():
         check_finite_predictions(
             s.y_pred, [f"mol {i} ({smi})" for i, smi in zip(s.mol_id, s.smiles, strict=True)]
         )
-        metrics[name] = regression_metrics(s.y_true, s.y_pred)
+        if name in ("id", "ood"):
+            metrics[name] = regression_metrics(s.y_true, s.y_pred)
     if "ood" in sets:
         tails = binned_r2(sets["ood"].y_true, sets["ood"].y_pred, train_median)
         metrics["ood"].update(tails)
@@ -75,11 +97,17 @@ def write_results(
     train_median: float,
     property_label: str,
     units: str,
-) -> tuple[dict, object]:
-    """Write the three files; returns the metrics and the parity figure (for loggers)."""
+) -> tuple[dict, dict[str, object]]:
+    """Write the files; returns the metrics and the figures by name (for loggers).
+
+    `header["uq"]` (method, members) becomes the "uq" section, which the uncertainty
+    metrics join when any set has a σ (see `oodmol.uq.evaluation`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = {**header, **compute_metrics(sets, train_median)}
+    uncertainty = assess_uncertainty(sets, header.get("uq"))
+    if uncertainty is not None:
+        metrics.update(uncertainty.metrics)
     metrics["train_median"] = float(train_median)
     metrics["versions"] = package_versions()
     atomic_write_text(out_dir / "metrics.json", json.dumps(_plain(metrics), indent=2))
@@ -87,7 +115,7 @@ def write_results(
     atomic_write_text(out_dir / "predictions.csv", frame.to_csv(index=False))
     empty = np.zeros(0)
     id_set, ood_set = sets.get("id"), sets.get("ood")
-    figure = parity_plot(
+    parity = parity_plot(
         out_dir / "parity.png",
         id_set.y_true if id_set else empty,
         id_set.y_pred if id_set else empty,
@@ -98,7 +126,10 @@ def write_results(
         id_std=id_set.y_std if id_set else None,
         ood_std=ood_set.y_std if ood_set else None,
     )
-    return metrics, figure
+    figures = {"parity": parity}
+    if uncertainty is not None:
+        figures.update(uncertainty_figures(out_dir, uncertainty.curves, units))
+    return metrics, figures
 
 
 def _plain(obj: object) -> object:

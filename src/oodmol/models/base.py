@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import lightning as L
 import torch
+
+
+@dataclass
+class Prediction:
+    """A batch of predictive distributions in the property's units: the mean and, where
+    the model has them, the epistemic (model) and aleatoric (noise) variances."""
+
+    mean: torch.Tensor
+    var_epistemic: torch.Tensor | None = None
+    var_aleatoric: torch.Tensor | None = None
 
 
 class Regressor(L.LightningModule):
@@ -25,15 +37,20 @@ class Regressor(L.LightningModule):
             self.y_mean.fill_(float(y.mean()))
             self.y_std.fill_(float(y.std()) if len(y) > 1 and float(y.std()) > 0 else 1.0)
 
-    def predict_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Mean prediction and, where the model has one, its standard deviation."""
+    def predict_batch(self, batch: dict) -> Prediction:
+        """The model's prediction as used in validation (deterministic)."""
         raise NotImplementedError
+
+    def predict_test(self, batch: dict) -> Prediction:
+        """The prediction scored at test time; a model that samples (MC dropout) overrides
+        it, so that validation and checkpoint selection stay deterministic."""
+        return self.predict_batch(batch)
 
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        mean, _ = self.predict_batch(batch)
+        mean = self.predict_batch(batch).mean
         y = batch["y"].to(mean.dtype)
         scaled_mse = torch.mean(((mean - y) / self.y_std) ** 2)
         size = len(y)
@@ -43,9 +60,14 @@ class Regressor(L.LightningModule):
         )
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> dict:
-        mean, std = self.predict_batch(batch)
+        prediction = self.predict_test(batch)
         return {
-            "pred": mean.detach(),
-            "std": None if std is None else std.detach(),
             "index": batch["index"],
+            "pred": prediction.mean.detach(),
+            "var_epistemic": _detached(prediction.var_epistemic),
+            "var_aleatoric": _detached(prediction.var_aleatoric),
         }
+
+
+def _detached(value: torch.Tensor | None) -> torch.Tensor | None:
+    return None if value is None else value.detach()

@@ -17,12 +17,21 @@ def dense_layers(dims: list[int], dropout: float = 0.0) -> list[nn.Module]:
 
 
 class RegressionHead(nn.Module):
-    """Feed-forward head with one output (the standardised property)."""
+    """Feed-forward head; one output (the standardised property) or, for a likelihood
+    with more parameters (mean and variance), one per parameter."""
 
-    def __init__(self, in_dim: int, hidden: list[int] | None = None, dropout: float = 0.0):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: list[int] | None = None,
+        dropout: float = 0.0,
+        n_outputs: int = 1,
+    ):
         super().__init__()
         dims = [in_dim, *(hidden or [])]
-        self.net = nn.Sequential(*dense_layers(dims, dropout), nn.Linear(dims[-1], 1))
+        self.n_outputs = n_outputs
+        self.net = nn.Sequential(*dense_layers(dims, dropout), nn.Linear(dims[-1], n_outputs))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x).squeeze(-1)
+        out = self.net(x)
+        return out.squeeze(-1) if self.n_outputs == 1 else out

@@ -7,9 +7,13 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from oodmol.models.base import Regressor
+from oodmol.models.base import Prediction, Regressor
 from oodmol.models.heads import RegressionHead
+from oodmol.models.likelihood import GaussianLikelihood, PointLikelihood
 from oodmol.models.readout import Readout
+from oodmol.models.schedules import build_scheduler
+from oodmol.uq.dropout import FixedRateDropout
+from oodmol.uq.mixture import mixture
 
 
 class PropertyRegressor(Regressor):
@@ -17,7 +21,12 @@ class PropertyRegressor(Regressor):
 
     A backbone returns either one vector per molecule, or per-atom vectors with the
     molecule index of each atom (`(h, segment)`), which the readout pools. Optimiser and
-    scheduler come from the config as partials (`_partial_: true`).
+    scheduler come from the config as partials (`_partial_: true`); a scheduler factory
+    that takes a `trainer` gets it (`oodmol.models.schedules`).
+
+    Uncertainty (the `uq` config group supplies these): `likelihood` chooses a point or a
+    mean-variance head; `mc_dropout` makes the dropout layers stochastic at test time,
+    where `test_passes` forward passes are combined like ensemble members.
     """
 
     def __init__(
@@ -29,37 +38,72 @@ class PropertyRegressor(Regressor):
         head_dropout: float = 0.0,
         scheduler: Callable | None = None,
         scheduler_interval: str = "epoch",
+        likelihood: PointLikelihood | GaussianLikelihood | None = None,
+        mc_dropout: FixedRateDropout | None = None,
+        test_passes: int = 1,
     ) -> None:
         super().__init__()
+        if test_passes > 1 and mc_dropout is None:
+            raise ValueError("test_passes > 1 needs mc_dropout: the passes would be identical")
         self.backbone = backbone
         self.readout = Readout(extensive)
-        self.head = RegressionHead(backbone.out_dim, head_hidden, head_dropout)
+        self.likelihood = likelihood or PointLikelihood()
+        self.head = RegressionHead(
+            backbone.out_dim, head_hidden, head_dropout, self.likelihood.n_outputs
+        )
+        self.mc_dropout = mc_dropout
+        if mc_dropout is not None:
+            mc_dropout.install(self)
+        self.test_passes = test_passes
+        self.n_train = 0
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.scheduler_interval = scheduler_interval
 
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        if stage == "fit":
+            self.n_train = len(self.trainer.datamodule.train_targets)
+
     def forward(self, batch: dict) -> torch.Tensor:
-        """Standardised prediction."""
+        """Standardised head output: (B,) for a point head, (B, 2) for mean-variance."""
         out = self.backbone(batch)
         if isinstance(out, tuple):
             h, segment = out
             out = self.readout(h, segment, len(batch["y"]))
         return self.head(out)
 
-    def predict_batch(self, batch: dict) -> tuple[torch.Tensor, None]:
-        return self(batch) * self.y_std + self.y_mean, None
+    def predict_batch(self, batch: dict) -> Prediction:
+        mean, var = self.likelihood.split(self(batch))
+        aleatoric = None if var is None else var * self.y_std**2
+        return Prediction(mean * self.y_std + self.y_mean, var_aleatoric=aleatoric)
+
+    def predict_test(self, batch: dict) -> Prediction:
+        if self.test_passes == 1:
+            return self.predict_batch(batch)
+        with self.mc_dropout.sampling():
+            passes = [self.predict_batch(batch) for _ in range(self.test_passes)]
+        has_aleatoric = passes[0].var_aleatoric is not None
+        mean, epistemic, aleatoric = mixture(
+            torch.stack([p.mean for p in passes]),
+            aleatoric=torch.stack([p.var_aleatoric for p in passes]) if has_aleatoric else None,
+        )
+        return Prediction(mean, epistemic, aleatoric)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         target = (batch["y"] - self.y_mean) / self.y_std
-        loss = nn.functional.mse_loss(self(batch), target)
+        loss = self.likelihood.loss(self(batch), target)
         self.log("train_loss", loss, batch_size=len(target), prog_bar=True)
+        if self.mc_dropout is not None:
+            loss = loss + self.mc_dropout.regularization(self.n_train)
+            self.log_dict(self.mc_dropout.rates(), batch_size=len(target))
         return loss
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.parameters())
         if self.scheduler_factory is None:
             return optimizer
-        scheduler = self.scheduler_factory(optimizer)
+        scheduler = build_scheduler(self.scheduler_factory, optimizer, self.trainer)
         return {
             "optimizer": optimizer,
             "lr_scheduler": {

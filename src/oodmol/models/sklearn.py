@@ -8,13 +8,14 @@ import numpy as np
 import torch
 from sklearn.ensemble import RandomForestRegressor
 
-from oodmol.models.base import Regressor
+from oodmol.models.base import Prediction, Regressor
 
 
 class RandomForestModule(Regressor):
     """scikit-learn's random forest on the whole training set, inside Lightning.
 
-    It is fitted once, at the start of training, on every training molecule; the
+    It is fitted once, at the start of fitting (before Lightning's validation sanity
+    check, which already asks for predictions), on every training molecule; the
     Lightning loop around it then only validates, tests and logs like any other model.
     The forest travels in the checkpoint as pickled bytes: load such a checkpoint only
     from a run you made yourself. `n_params` reports the number of tree nodes.
@@ -40,26 +41,34 @@ class RandomForestModule(Regressor):
         )
         self.fitted = False
 
-    def on_train_start(self) -> None:
+    def on_fit_start(self) -> None:
+        if self.fitted:  # resumed from a checkpoint that holds the forest
+            return
         train = self.trainer.datamodule.datasets["train"]
         self.forest.fit(train.x.numpy(), train.y.numpy())
         self.fitted = True
 
     def training_step(self, batch: dict, batch_idx: int) -> None:
-        return None  # the forest was fitted on the whole set in on_train_start
+        """The forest was fitted in on_fit_start; one step of a zero-rate optimiser per
+        epoch makes Lightning count it as training progress, so checkpoints (best.ckpt)
+        and logs are written as for every other model."""
+        if batch_idx == 0:
+            self.optimizers().step()
 
-    def configure_optimizers(self) -> None:
-        return None
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        # A parameter outside the module: it is neither counted nor checkpointed.
+        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(()))], lr=0.0)
 
-    def predict_batch(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean over trees, and the spread over trees as an uncertainty estimate."""
+    def predict_batch(self, batch: dict) -> Prediction:
+        """Mean over trees, and the variance over trees as an epistemic estimate (the
+        trees are fitted on bootstrap resamples: a bagging ensemble)."""
         if not self.fitted:
             raise RuntimeError("the random forest is used before it was fitted")
         x = batch["x"].cpu().numpy()
         per_tree = np.stack([tree.predict(x) for tree in self.forest.estimators_])
         mean = torch.as_tensor(per_tree.mean(axis=0), dtype=torch.float32)
-        std = torch.as_tensor(per_tree.std(axis=0), dtype=torch.float32)
-        return mean.to(self.device), std.to(self.device)
+        var = torch.as_tensor(per_tree.var(axis=0), dtype=torch.float32)
+        return Prediction(mean.to(self.device), var_epistemic=var.to(self.device))
 
     def n_params(self) -> int:
         return int(sum(t.tree_.node_count for t in self.forest.estimators_)) if self.fitted else 0

@@ -9,6 +9,7 @@ from pathlib import Path
 from oodmol.report.collect import collect_runs
 from oodmol.report.figures import ood_heatmap
 from oodmol.report.tables import label_benchmarks, summarize, write_tables
+from oodmol.report.uq_tables import write_uq_tables
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     runs.to_csv(args.out / "runs.csv", index=False)
     written = [args.out / "runs.csv", *write_tables(summary, args.out)]
+    written += write_uq_tables(runs, args.out)
     ood_heatmap(summary, args.out / "heatmap.png")
     written.append(args.out / "heatmap.png")
     print(f"read {len(runs)} run(s); wrote " + ", ".join(str(p) for p in written))

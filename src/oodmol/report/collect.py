@@ -15,7 +15,10 @@ from typing import Any
 import pandas as pd
 
 # Identity of a run; two files with the same identity are the same run recorded twice.
+# "model" is the leaderboard label, which names the uq method (see `model_label`).
 RUN_KEY = ("task", "split", "split_hash", "model", "seed")
+# Methods that are the model itself: no uq method, or the model's own σ (forest spread).
+PLAIN_METHODS = ("none", "native")
 # The metrics the tables need: section -> metric names (the value may be null = NaN).
 REQUIRED_METRICS = {"id": ("rmse", "r2"), "ood": ("rmse", "binned_r2")}
 
@@ -52,6 +55,20 @@ def _validate(record: Any) -> None:
                 raise ValueError(f"'{section}.{name}' is not a number: {value!r}")
 
 
+def model_label(record: dict[str, Any]) -> str:
+    """The model's name with its uq method appended ("mlp+ensemble"), so that a model with
+    and without an uncertainty method are different leaderboard columns."""
+    uq = record.get("uq")
+    method = uq.get("method", "none") if isinstance(uq, dict) else "none"
+    return record["model"] if method in PLAIN_METHODS else f"{record['model']}+{method}"
+
+
+def _is_member(record: dict[str, Any]) -> bool:
+    """An ensemble member's own files: part of a run (combined in its parent), not one."""
+    uq = record.get("uq")
+    return isinstance(uq, dict) and uq.get("member") is not None
+
+
 def _read(path: Path) -> dict[str, Any]:
     """Parse and validate one file; every failure comes out as ValueError."""
     try:
@@ -68,7 +85,9 @@ def collect_runs(runs_dir: str | Path) -> Collection:
     Invalid files and repeats of an already-seen run (same task, split, split_hash,
     model and seed, e.g. a re-run into a second folder) are skipped with a reason, so
     that no seed is counted twice; of such repeats the first path in sorted order is
-    kept. Null metric values become NaN.
+    kept. Null metric values become NaN. Ensemble members' files are not runs and are
+    passed over; `model` becomes the leaderboard label (`model_label`), the model's own
+    name stays in `model_name`.
     """
     records: list[dict[str, Any]] = []
     skipped: list[tuple[Path, str]] = []
@@ -79,6 +98,9 @@ def collect_runs(runs_dir: str | Path) -> Collection:
         except ValueError as exc:
             skipped.append((path, str(exc)))
             continue
+        if _is_member(record):
+            continue
+        record = {**record, "model_name": record["model"], "model": model_label(record)}
         key = tuple(record[k] for k in RUN_KEY)
         if key in seen:
             skipped.append((path, f"duplicate of run {seen[key]}"))

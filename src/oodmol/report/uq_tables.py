@@ -1,0 +1,134 @@
+"""Uncertainty tables in the layout of Scalia et al. 2020 (Tables 2 and 3): for each
+benchmark, one row per metric and set (ID, OOD), one column per model + uq method, on
+the total σ; z-scaled and conformal rows follow the uncalibrated ones."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from oodmol.report.tables import FOOTNOTE, GROUP, SETS, _cell
+
+
+@dataclass(frozen=True)
+class UQRow:
+    """One metric row: its label, the run column per set ({set} is id or ood) and how
+    the best cell is chosen (None: no best, e.g. dispersion)."""
+
+    label: str
+    column: str
+    best: Callable[[pd.Series], float] | None
+
+
+def _lowest(means: pd.Series) -> float:
+    return means.min()
+
+
+def _highest(means: pd.Series) -> float:
+    return means.max()
+
+
+def _nearest(target: float) -> Callable[[pd.Series], float]:
+    def best(means: pd.Series) -> float:
+        return means.loc[(means - target).abs().idxmin()] if means.notna().any() else math.nan
+
+    return best
+
+
+def _rows() -> tuple[UQRow, ...]:
+    raw = "uq.{set}.total."
+    z = "uq_recalibrated.zscaling.{set}."
+    conformal = "uq_recalibrated.conformal.{set}."
+    return (
+        UQRow("NLL", raw + "nll", _lowest),
+        UQRow("Spearman ρ(error, σ)", raw + "spearman", _highest),
+        UQRow("miscalibration area", raw + "miscalibration_area", _lowest),
+        UQRow("MCE", raw + "mce", _lowest),
+        UQRow("ENCE", raw + "ence", _lowest),
+        UQRow("coverage 68 %", raw + "coverage_68", _nearest(0.68)),
+        UQRow("coverage 95 %", raw + "coverage_95", _nearest(0.95)),
+        UQRow("AUCO", raw + "auco", _lowest),
+        UQRow("error drop", raw + "error_drop", _highest),
+        UQRow("decrease ratio", raw + "decrease_ratio", _highest),
+        UQRow("Cv", raw + "cv", None),
+        UQRow("z-scaled NLL", z + "nll", _lowest),
+        UQRow("z-scaled miscalibration area", z + "miscalibration_area", _lowest),
+        UQRow("z-scaled ENCE", z + "ence", _lowest),
+        UQRow("z-scaled coverage 95 %", z + "coverage_95", _nearest(0.95)),
+        UQRow("conformal miscalibration area", conformal + "miscalibration_area", _lowest),
+        UQRow("conformal coverage 95 %", conformal + "coverage_95", _nearest(0.95)),
+    )
+
+
+UQ_ROWS = _rows()
+UQ_FOOTNOTE = (
+    "Total σ of each method. Coverage: bold is nearest the nominal level. AUCO is in the "
+    "property's units. z-scaled and conformal: recalibrated on the validation set. " + FOOTNOTE
+)
+
+
+def summarize_uq(runs: pd.DataFrame) -> pd.DataFrame:
+    """Long table (as `tables.summarize`) of every UQ row the runs have, over seeds."""
+    parts = []
+    for row in UQ_ROWS:
+        for set_name in SETS:
+            column = row.column.format(set=set_name.lower())
+            if column not in runs:
+                continue
+            values = runs[GROUP].assign(value=pd.to_numeric(runs[column], errors="coerce"))
+            stats = values.groupby(GROUP)["value"].agg(["mean", "std", "count"]).reset_index()
+            stats = stats[stats["count"] > 0].rename(columns={"count": "n_seeds"})
+            stats.insert(len(GROUP), "metric", row.label)
+            stats.insert(len(GROUP) + 1, "set", set_name)
+            stats.insert(len(GROUP) + 2, "source", column)
+            parts.append(stats)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def uq_markdown(summary: pd.DataFrame) -> str:
+    """One table per benchmark: rows metric × set, columns model + uq method."""
+    lines = ["# Uncertainty (Scalia et al. 2020 layout)", ""]
+    for benchmark in sorted(summary["benchmark"].unique()):
+        rows = summary[summary["benchmark"] == benchmark]
+        models = sorted(rows["model"].unique())
+        lines += [
+            f"## {benchmark}",
+            "",
+            "| Metric | Set | " + " | ".join(models) + " |",
+            "| --- | --- |" + " ---: |" * len(models),
+        ]
+        for row in UQ_ROWS:
+            for set_name in SETS:
+                cells = rows[(rows["metric"] == row.label) & (rows["set"] == set_name)]
+                if cells.empty:
+                    continue
+                cells = cells.set_index("model").reindex(models)
+                best = row.best(cells["mean"]) if row.best else math.nan
+                text = [
+                    _cell(
+                        c.mean,
+                        c.std,
+                        0 if math.isnan(c.n_seeds) else int(c.n_seeds),
+                        c.mean == best,
+                    )
+                    for c in cells.itertuples()
+                ]
+                lines.append(f"| {row.label} | {set_name} | " + " | ".join(text) + " |")
+        lines.append("")
+    lines += [UQ_FOOTNOTE, ""]
+    return "\n".join(lines)
+
+
+def write_uq_tables(runs: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Write uq.csv (long form) and uq.md when any run has uncertainty metrics."""
+    summary = summarize_uq(runs)
+    if summary.empty:
+        return []
+    csv_path, md_path = out_dir / "uq.csv", out_dir / "uq.md"
+    summary.sort_values(["benchmark", "metric", "set", "model"]).to_csv(csv_path, index=False)
+    md_path.write_text(uq_markdown(summary))
+    return [csv_path, md_path]

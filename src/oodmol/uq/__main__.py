@@ -1,0 +1,32 @@
+"""CLI: python -m oodmol.uq combine <folder with member runs> --out <run folder>."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from oodmol.uq.combine import MemberError, combine_members, find_members
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m oodmol.uq", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    combine = commands.add_parser(
+        "combine", help="combine ensemble members (uq.member=<k> runs) into one run"
+    )
+    combine.add_argument("members", type=Path, help="folder searched for member runs")
+    combine.add_argument("--out", type=Path, required=True, help="folder for the result")
+    args = parser.parse_args(argv)
+    try:
+        member_dirs = find_members(args.members)
+        combine_members(member_dirs, args.out)
+    except MemberError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"combined {len(member_dirs)} members into {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Ensemble and bootstrap members of one run: their configs and folders, and training
+them one after another (or one of them, for a multirun) with train.py's own function."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from oodmol.uq.combine import combine_members
+from oodmol.uq.seeds import member_seed
+
+MEMBERS_DIR = "members"
+
+# hydra/default.yaml puts a single member's run into <run dir>/members/<k>
+OmegaConf.register_new_resolver(
+    "oodmol.member_dir",
+    lambda member: "" if member is None else f"/{MEMBERS_DIR}/{member}",
+    replace=True,
+)
+
+
+def member_config(cfg: DictConfig, member: int, output_dir: str | Path) -> DictConfig:
+    """A copy of the run's config for member `member`, writing into `output_dir`."""
+    member_cfg = copy.deepcopy(cfg)
+    member_cfg.paths.output_dir = str(output_dir)
+    member_cfg.seed = member_seed(cfg.seed, member)
+    member_cfg.uq.member = member
+    return member_cfg
+
+
+def run_members(
+    cfg: DictConfig, train: Callable[[DictConfig], dict | float | None]
+) -> dict | float | None:
+    """Run `train` once for a plain run, for member `uq.member` alone, or for each of the
+    `uq.members` members followed by their combination into the run's folder."""
+    uq = cfg.get("uq")
+    if uq is None or (uq.member is None and uq.members <= 1):
+        return train(cfg)
+    if uq.member is not None:
+        return train(member_config(cfg, uq.member, cfg.paths.output_dir))
+    if cfg.ckpt_path is not None:
+        raise ValueError(
+            "ckpt_path resumes one model; resume a member with uq.member=<k> ckpt_path=..."
+        )
+    run_dir = Path(cfg.paths.output_dir)
+    member_dirs = [run_dir / MEMBERS_DIR / str(k) for k in range(uq.members)]
+    for k, member_dir in enumerate(member_dirs):
+        train(member_config(cfg, k, member_dir))
+    if not cfg.test:
+        return None
+    metrics = combine_members(member_dirs, run_dir)
+    print(f"[oodmol] {uq.members} members combined in {run_dir}")
+    return metrics

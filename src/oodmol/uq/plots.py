@@ -1,0 +1,106 @@
+"""The three uncertainty figures of a run: interval calibration, error calibration and
+confidence curves, ID and OOD on each (colours as in the parity plot).
+
+Figures are built on the Agg canvas without pyplot (as `parity_plot`), saved as PNG and
+returned so that loggers can take them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from oodmol.eval.plots import _ID_COLOR, _OOD_COLOR
+from oodmol.uq.metrics import LEVELS, PERCENTS
+
+COLORS = {"id": _ID_COLOR, "ood": _OOD_COLOR}
+LABELS = {"id": "ID", "ood": "OOD"}
+
+
+def _figure() -> tuple[Figure, object]:
+    fig = Figure(figsize=(5, 5), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def calibration_plot(path: str | Path, curves: dict[str, dict[str, np.ndarray]]) -> Figure:
+    """Observed against expected coverage of the central intervals; dashed: after
+    z-scaling on the validation set. Below the diagonal is overconfident."""
+    fig, ax = _figure()
+    ax.plot([0, 1], [0, 1], ls=":", lw=1, color="black", label="ideal")
+    for name, c in curves.items():
+        ax.plot(LEVELS, c["observed"], color=COLORS[name], label=LABELS[name])
+        if "observed_zscaled" in c:
+            ax.plot(
+                LEVELS,
+                c["observed_zscaled"],
+                color=COLORS[name],
+                ls="--",
+                label=f"{LABELS[name]}, z-scaled",
+            )
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
+    ax.set_xlabel("Expected coverage p of the central interval")
+    ax.set_ylabel("Observed coverage")
+    ax.legend(loc="upper left")
+    fig.savefig(path, dpi=150)
+    return fig
+
+
+def error_calibration_plot(
+    path: str | Path, curves: dict[str, dict[str, np.ndarray]], units: str
+) -> Figure:
+    """RMSE against root mean variance per σ bin; calibrated bins lie on the diagonal."""
+    fig, ax = _figure()
+    values = np.concatenate([np.r_[c["rmv"], c["rmse"]] for c in curves.values()])
+    values = values[np.isfinite(values)]
+    hi = 1.05 * values.max() if values.size and values.max() > 0 else 1.0
+    ax.plot([0, hi], [0, hi], ls=":", lw=1, color="black", label="ideal")
+    for name, c in curves.items():
+        ax.plot(c["rmv"], c["rmse"], marker="o", color=COLORS[name], label=LABELS[name])
+    unit = f" ({units})" if units else ""
+    ax.set_xlim(0, hi)
+    ax.set_ylim(0, hi)
+    ax.set_aspect("equal")
+    ax.set_xlabel(f"RMV per bin{unit}")
+    ax.set_ylabel(f"RMSE per bin{unit}")
+    ax.legend(loc="upper left")
+    fig.savefig(path, dpi=150)
+    return fig
+
+
+def confidence_plot(
+    path: str | Path, curves: dict[str, dict[str, np.ndarray]], units: str
+) -> Figure:
+    """RMSE of the n % most confident molecules (solid) and of the n % with the smallest
+    errors (the oracle, dotted)."""
+    fig, ax = _figure()
+    for name, c in curves.items():
+        ax.plot(PERCENTS, c["confidence"], color=COLORS[name], label=f"{LABELS[name]} by σ")
+        ax.plot(PERCENTS, c["oracle"], color=COLORS[name], ls=":", label=f"{LABELS[name]} oracle")
+    unit = f" ({units})" if units else ""
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("Most confident molecules kept (%)")
+    ax.set_ylabel(f"RMSE{unit}")
+    ax.legend(loc="upper left")
+    fig.savefig(path, dpi=150)
+    return fig
+
+
+def uncertainty_figures(
+    out_dir: Path, curves: dict[str, dict[str, np.ndarray]], units: str
+) -> dict[str, Figure]:
+    """Write calibration.png, error_calibration.png and confidence.png; returns them by
+    name for the loggers."""
+    out_dir = Path(out_dir)
+    return {
+        "calibration": calibration_plot(out_dir / "calibration.png", curves),
+        "error_calibration": error_calibration_plot(
+            out_dir / "error_calibration.png", curves, units
+        ),
+        "confidence": confidence_plot(out_dir / "confidence.png", curves, units),
+    }
