@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+import torch
 
 from oodmol.data.sources.fetch import SOURCE_DIR_ENV
 
@@ -43,3 +44,13 @@ def make_csv(tmp_path: Path) -> MakeCSV:
         return path
 
     return write
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One torch thread for tests of tiny tensors: a second thread only adds
+    synchronisation, and on a busy machine each parallel scatter can wait for a core."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

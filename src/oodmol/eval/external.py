@@ -35,8 +35,11 @@ def read_predictions(path: Path, data: TaskData) -> tuple[pd.DataFrame, dict]:
     report: dict = {"rows": len(frame)}
     if "mol_id" in frame:
         frame["mol_id"] = pd.to_numeric(frame["mol_id"], errors="coerce")
-        bad = frame["mol_id"].isna()
-        report["unreadable_mol_id"] = _named(frame.index[bad] + 2, "line")
+        unreadable = frame["mol_id"].isna()
+        report["unreadable_mol_id"] = _named(frame.index[unreadable] + 2, "line")
+        unknown = ~unreadable & ~frame["mol_id"].isin(data.table.mol_id)
+        report["not_in_task"] = _named(frame["mol_id"][unknown].astype(np.int64), "mol")
+        bad = unreadable | unknown
     else:
         by_smiles = {s: i for s, i in zip(data.table.smiles, data.table.mol_id, strict=True)}
         canonical = [parse_smiles(str(s)).canonical for s in frame["smiles"]]
