@@ -44,6 +44,7 @@ from filelock import FileLock, Timeout
 
 from oodmol.data.featurize.base import Featurizer, MolInput, inputs_of
 from oodmol.data.table import MoleculeTable
+from oodmol.io import atomic_write_json
 from oodmol.parallel import available_cores, process_map
 
 FORMAT_VERSION = 1
@@ -315,20 +316,14 @@ def _build(
     progress: bool,
 ) -> dict:
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    tmp_seal = _seal_path(tmp)
     try:
         meta = _write(tmp, key, identity, featurizer, table, n_jobs, progress)
         seal = {"size": tmp.stat().st_size, "crc32": _file_crc(tmp)}
-        with open(tmp_seal, "w") as f:
-            json.dump(seal, f)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
-        os.replace(tmp_seal, _seal_path(path))
+        atomic_write_json(_seal_path(path), seal)  # last: an unsealed file is rebuilt
         _fsync_dir(path.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)
-        tmp_seal.unlink(missing_ok=True)
         raise
     return meta
 
