@@ -26,6 +26,20 @@ def _figure() -> tuple[Figure, object]:
     return fig, fig.add_subplot()
 
 
+def _save_square(
+    fig: Figure, ax, limit: float, xlabel: str, ylabel: str, path: str | Path
+) -> Figure:
+    """Both axes from 0 to `limit` at equal scale, so the diagonal means 'calibrated'."""
+    ax.set_xlim(0, limit)
+    ax.set_ylim(0, limit)
+    ax.set_aspect("equal")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(loc="upper left")
+    fig.savefig(path, dpi=150)
+    return fig
+
+
 def calibration_plot(path: str | Path, curves: dict[str, dict[str, np.ndarray]]) -> Figure:
     """Observed against expected coverage of the central intervals; dashed: after
     z-scaling on the validation set. Below the diagonal is overconfident."""
@@ -41,14 +55,9 @@ def calibration_plot(path: str | Path, curves: dict[str, dict[str, np.ndarray]])
                 ls="--",
                 label=f"{LABELS[name]}, z-scaled",
             )
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_aspect("equal")
-    ax.set_xlabel("Expected coverage p of the central interval")
-    ax.set_ylabel("Observed coverage")
-    ax.legend(loc="upper left")
-    fig.savefig(path, dpi=150)
-    return fig
+    return _save_square(
+        fig, ax, 1.0, "Expected coverage p of the central interval", "Observed coverage", path
+    )
 
 
 def error_calibration_plot(
@@ -63,14 +72,7 @@ def error_calibration_plot(
     for name, c in curves.items():
         ax.plot(c["rmv"], c["rmse"], marker="o", color=COLORS[name], label=LABELS[name])
     unit = f" ({units})" if units else ""
-    ax.set_xlim(0, hi)
-    ax.set_ylim(0, hi)
-    ax.set_aspect("equal")
-    ax.set_xlabel(f"RMV per bin{unit}")
-    ax.set_ylabel(f"RMSE per bin{unit}")
-    ax.legend(loc="upper left")
-    fig.savefig(path, dpi=150)
-    return fig
+    return _save_square(fig, ax, hi, f"RMV per bin{unit}", f"RMSE per bin{unit}", path)
 
 
 def confidence_plot(
