@@ -27,6 +27,7 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         num_workers=cfg.num_workers,
         progress=cfg.progress,
         bootstrap_seed=cfg.seed if bootstrap else None,
+        max_molecules=cfg.get("max_molecules"),
     )
 
 

@@ -30,6 +30,12 @@ class MoleculeDataModule(L.LightningDataModule):
     builds the feature cache; `setup` (every process) only reads them. Target statistics
     and feature statistics come from the training set alone.
 
+    Molecules the featuriser could not represent (a 3D conformer that could not be
+    made) are left out of every set of this run, counted per set and named in the log
+    and in the run's metrics (`data.left_out`). `max_molecules` keeps a seeded random
+    subset of at most that many molecules per set, for quick runs on large data sets
+    (QM9); the subset is recorded with the run's data facts.
+
     With `bootstrap_seed` the training *dataset* is a resample of the training molecules
     with replacement (same size, seeded), for bootstrap ensembles; feature and target
     statistics stay those of the whole training set, so every member reads the same
@@ -48,6 +54,7 @@ class MoleculeDataModule(L.LightningDataModule):
         num_workers: int = 0,
         progress: bool = True,
         bootstrap_seed: int | None = None,
+        max_molecules: int | None = None,
     ) -> None:
         super().__init__()
         self.task = task
@@ -60,6 +67,8 @@ class MoleculeDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.progress = progress
         self.bootstrap_seed = bootstrap_seed
+        self.max_molecules = max_molecules
+        self.set_ids: dict[str, np.ndarray] = {}
         self.data: TaskData | None = None
         self.split: SplitAssignment | None = None
         self.datasets: dict = {}
@@ -80,17 +89,54 @@ class MoleculeDataModule(L.LightningDataModule):
         self.data = load_task(self.task, self.data_dir, progress=False)
         self.split = load_split(self.data, self.splitter, self.data_dir)
         store = self._store(self.data)
-        feature_facts = self.features.fit(store, self.split.sets["train"])
+        left_out = self._select_molecules(store)
+        feature_facts = self.features.fit(store, self.set_ids["train"])
         for name in SETS:
-            ids = self.split.sets[name]
+            ids = self.set_ids[name]
+            y = self.data.y[self.data.table.rows_of(ids)]
             if name == "train" and self.bootstrap_seed is not None:
                 rng = np.random.default_rng(self.bootstrap_seed)
-                ids = rng.choice(ids, size=len(ids), replace=True)
-            y = self.data.y[self.data.table.rows_of(ids)]
+                draw = rng.choice(len(ids), size=len(ids), replace=True)
+                ids, y = ids[draw], y[draw]
             self.datasets[name] = self.features.dataset(store, ids, y, name)
-        facts = {**feature_facts, "imputed_values": dict(self.features.imputed)}
+        facts = {
+            **feature_facts,
+            "imputed_values": dict(self.features.imputed),
+            "left_out": left_out,
+            "sizes_used": {name: len(ids) for name, ids in self.set_ids.items()},
+        }
         log.info("features of %s: %s", self.task.name, facts)
         self.feature_facts = facts
+
+    def _select_molecules(self, store: FeatureStore) -> dict:
+        """The molecules of each set this run uses (`set_ids`); returns what was left
+        out because the featuriser failed on it, per set, with examples."""
+        failed = store.failed
+        failed_ids = np.fromiter(failed, dtype=np.int64, count=len(failed))
+        left_out: dict = {}
+        for name in SETS:
+            ids = self.split.sets[name]
+            missing = np.isin(ids, failed_ids)
+            if missing.any():
+                left_out[name] = int(missing.sum())
+                ids = ids[~missing]
+            if self.max_molecules is not None and len(ids) > self.max_molecules:
+                rng = np.random.default_rng([getattr(self.splitter, "seed", 0), SETS.index(name)])
+                ids = np.sort(rng.choice(ids, size=self.max_molecules, replace=False))
+            self.set_ids[name] = ids
+        if left_out:
+            examples = [f"{k} ({failed[k]})" for k in sorted(failed)[:5]]
+            log.warning(
+                "%s: %d molecules have no %s features and are left out of this run "
+                "(%s); e.g. mol_id %s",
+                self.task.name,
+                sum(left_out.values()),
+                store.meta["featurizer"]["name"],
+                ", ".join(f"{name} {n}" for name, n in left_out.items()),
+                "; ".join(examples),
+            )
+            left_out["examples"] = examples
+        return left_out
 
     # Facts the model and the evaluation need, all from the training set.
     @property
@@ -98,13 +144,13 @@ class MoleculeDataModule(L.LightningDataModule):
         return self.targets("train")
 
     def targets(self, name: str) -> np.ndarray:
-        return self.data.y[self.data.table.rows_of(self.split.sets[name])]
+        return self.data.y[self.data.table.rows_of(self.set_ids[name])]
 
     def mol_ids(self, name: str) -> np.ndarray:
-        return self.split.sets[name]
+        return self.set_ids[name]
 
     def smiles(self, name: str) -> np.ndarray:
-        return self.data.table.smiles[self.data.table.rows_of(self.split.sets[name])]
+        return self.data.table.smiles[self.data.table.rows_of(self.set_ids[name])]
 
     def _loader(self, name: str, shuffle: bool) -> DataLoader:
         return DataLoader(

@@ -147,18 +147,32 @@ class GraphSet(Dataset):
     """The graphs of one set, concatenated into flat tensors with per-molecule offsets
     (`atom_ptr`, `edge_ptr`), so a batch is a few vectorised gathers instead of a Python
     loop over molecules (PyG's `Batch.from_data_list` takes 2.5-3 times as long for
-    the same batches, see bench/chemprop_throughput.py)."""
+    the same batches, see bench/chemprop_throughput.py).
 
-    def __init__(self, graphs: list[dict[str, np.ndarray]], y: np.ndarray) -> None:
+    `atom_fields` have one row per atom and `edge_fields` one per edge; `edge_index`
+    (if the graphs have it) is shifted to batch positions. 3D point clouds have no
+    edges (models build their own neighbour graphs), so theirs are empty."""
+
+    def __init__(
+        self,
+        graphs: list[dict[str, np.ndarray]],
+        y: np.ndarray,
+        atom_fields: tuple[str, ...] = ("x",),
+        edge_fields: tuple[str, ...] = ("edge_attr",),
+    ) -> None:
         def ptr(counts: list[int]) -> torch.Tensor:
             return torch.as_tensor(np.concatenate([[0], np.cumsum(counts)]), dtype=torch.int64)
 
-        self.atom_ptr = ptr([len(g["x"]) for g in graphs])
-        self.edge_ptr = ptr([g["edge_index"].shape[1] for g in graphs])
-        self.x = torch.from_numpy(np.concatenate([g["x"] for g in graphs]))
-        self.edge_attr = torch.from_numpy(np.concatenate([g["edge_attr"] for g in graphs]))
+        def cat(field: str, axis: int = 0) -> torch.Tensor:
+            return torch.from_numpy(np.concatenate([g[field] for g in graphs], axis))
+
+        self.has_edges = bool(graphs) and "edge_index" in graphs[0]
+        self.atom_ptr = ptr([len(g[atom_fields[0]]) for g in graphs])
+        self.edge_ptr = ptr([g["edge_index"].shape[1] if self.has_edges else 0 for g in graphs])
+        self.atoms = {field: cat(field) for field in atom_fields}
+        self.edges = {field: cat(field) for field in edge_fields}
         # atom positions within the molecule; shifted to batch positions when batched
-        self.edge_index = torch.from_numpy(np.concatenate([g["edge_index"] for g in graphs], 1))
+        self.edge_index = cat("edge_index", 1) if self.has_edges else None
         self.y = torch.as_tensor(y, dtype=torch.float32)
 
     def __len__(self) -> int:
@@ -170,27 +184,55 @@ class GraphSet(Dataset):
     def __getitems__(self, indices: list[int]) -> list[dict]:
         idx = torch.as_tensor(indices, dtype=torch.int64)
         atom_start, n_atoms = self.atom_ptr[idx], self.atom_ptr[idx + 1] - self.atom_ptr[idx]
-        edge_start, n_edges = self.edge_ptr[idx], self.edge_ptr[idx + 1] - self.edge_ptr[idx]
-        n_atom_total, n_edge_total = int(n_atoms.sum()), int(n_edges.sum())
+        n_atom_total = int(n_atoms.sum())
         atom_shift = torch.cumsum(n_atoms, 0) - n_atoms  # first atom of each molecule in the batch
-        edge_shift = torch.cumsum(n_edges, 0) - n_edges
         atoms = torch.arange(n_atom_total) + torch.repeat_interleave(
             atom_start - atom_shift, n_atoms, output_size=n_atom_total
         )
-        edges = torch.arange(n_edge_total) + torch.repeat_interleave(
-            edge_start - edge_shift, n_edges, output_size=n_edge_total
-        )
-        edge_index = self.edge_index[:, edges] + torch.repeat_interleave(
-            atom_shift, n_edges, output_size=n_edge_total
-        )
         segment = torch.repeat_interleave(torch.arange(len(idx)), n_atoms, output_size=n_atom_total)
-        return [
-            {
-                "x": self.x[atoms],
-                "edge_index": edge_index,
-                "edge_attr": self.edge_attr[edges],
-                "batch": segment,
-                "y": self.y[idx],
-                "index": idx,
-            }
-        ]
+        batch = {field: values[atoms] for field, values in self.atoms.items()}
+        if self.has_edges:
+            edge_start = self.edge_ptr[idx]
+            n_edges = self.edge_ptr[idx + 1] - edge_start
+            n_edge_total = int(n_edges.sum())
+            edge_shift = torch.cumsum(n_edges, 0) - n_edges
+            edges = torch.arange(n_edge_total) + torch.repeat_interleave(
+                edge_start - edge_shift, n_edges, output_size=n_edge_total
+            )
+            batch["edge_index"] = self.edge_index[:, edges] + torch.repeat_interleave(
+                atom_shift, n_edges, output_size=n_edge_total
+            )
+            batch.update({field: values[edges] for field, values in self.edges.items()})
+        batch.update({"batch": segment, "y": self.y[idx], "index": idx})
+        return [batch]
+
+
+class PointCloudFeatures(FeatureSet):
+    """Atoms in 3D (`Graph3D`): batches of `z` [atoms], `pos` [atoms, 3] (Å) and `batch`.
+
+    Coordinates are used as they are: the models are invariant to where a molecule sits,
+    and its size in Ångström is physics, not a statistic to scale away. `fit` checks the
+    training coordinates are finite (a cache with non-finite ones is refused)."""
+
+    def __init__(self) -> None:
+        self.imputed: dict[str, int] = {}  # nothing is imputed
+
+    def fit(self, store: FeatureStore, train_ids: np.ndarray) -> dict:
+        if store.meta["n_nonfinite_values"]:
+            raise ValueError(
+                f"3D features in {store.path} hold non-finite values (mol_ids "
+                f"{store.meta['nonfinite_examples']}); coordinates must be finite"
+            )
+        return {}
+
+    def dims(self) -> dict[str, int]:
+        return {}
+
+    def dataset(
+        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray, name: str
+    ) -> Dataset:
+        graphs = list(store.iter_arrays(mol_ids))
+        return GraphSet(graphs, y, atom_fields=("z", "pos"), edge_fields=())
+
+    def collate(self, items: list[dict]) -> dict:
+        return items[0]  # GraphSet.__getitems__ already built the batch

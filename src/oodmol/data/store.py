@@ -42,7 +42,7 @@ import lmdb
 import numpy as np
 from filelock import FileLock, Timeout
 
-from oodmol.data.featurize.base import Featurizer, MolInput, inputs_of
+from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
 from oodmol.data.table import MoleculeTable
 from oodmol.io import atomic_write_json
 from oodmol.parallel import available_cores, process_map
@@ -123,6 +123,12 @@ class FeatureStore:
 
     def __len__(self) -> int:
         return self.meta["n_entries"]
+
+    @property
+    def failed(self) -> dict[int, str]:
+        """Molecules the featuriser could not represent (mol_id → reason); they have no
+        record in the cache."""
+        return {int(mol_id): reason for mol_id, reason in self.meta.get("failed", {}).items()}
 
     def get(self, mol_id: int) -> dict[str, np.ndarray]:
         """The arrays of one molecule: writable, owned by the caller (one copy out of
@@ -348,6 +354,7 @@ def _write(
     started = time.perf_counter()
     log.info("featurising %s with %s on %d cores", table.name, featurizer.name, n_jobs)
     nonfinite_molecules, nonfinite_values, examples = 0, 0, []
+    failed: dict[str, str] = {}
     env = lmdb.open(
         str(tmp), subdir=False, lock=False, sync=False, metasync=False, map_size=_INITIAL_MAP_SIZE
     )
@@ -361,7 +368,10 @@ def _write(
             n_jobs=n_jobs,
             progress=progress,
         )
-        for mol_id, (value, n_nonfinite) in zip(mol_ids, results, strict=True):
+        for mol_id, (value, n_nonfinite, failure) in zip(mol_ids, results, strict=True):
+            if failure is not None:
+                failed[str(mol_id)] = failure
+                continue
             if n_nonfinite:
                 nonfinite_molecules += 1
                 nonfinite_values += n_nonfinite
@@ -377,7 +387,9 @@ def _write(
             "format": FORMAT_VERSION,
             "featurizer": {"name": featurizer.name, "params": identity["params"]},
             "table": {"name": table.name, "structure_hash": identity["structure_hash"]},
-            "n_entries": len(keys),
+            "n_entries": len(keys) - len(failed),
+            "n_failed": len(failed),
+            "failed": failed,
             "n_nonfinite_molecules": nonfinite_molecules,
             "n_nonfinite_values": nonfinite_values,
             "nonfinite_examples": examples,
@@ -390,6 +402,17 @@ def _write(
     finally:
         env.close()
     log.info("built %s in %.1f s", tmp.name, meta["build_seconds"])
+    if failed:
+        shown = ", ".join(f"mol_id {k}: {v}" for k, v in list(failed.items())[:_MAX_EXAMPLES])
+        log.warning(
+            "%s could not featurise %d of %d molecules of %s (not in the cache; runs on "
+            "it leave them out): %s",
+            featurizer.name,
+            len(failed),
+            len(keys),
+            table.name,
+            shown,
+        )
     return json.loads(raw_meta)  # exactly what a later open reads back
 
 
@@ -406,11 +429,16 @@ def _put(env: lmdb.Environment, items: list[tuple[bytes, bytes]], append: bool) 
         raise RuntimeError(f"feature cache: {len(items) - added} records were not written")
 
 
-def _featurize_one(featurizer: Featurizer, job: tuple[int, MolInput]) -> tuple[bytes, int]:
-    """Encoded features of one molecule and how many of its values are not finite."""
+def _featurize_one(
+    featurizer: Featurizer, job: tuple[int, MolInput]
+) -> tuple[bytes | None, int, str | None]:
+    """Encoded features of one molecule, how many of its values are not finite, and
+    why the featuriser could not represent it (then no features)."""
     mol_id, mol = job
     try:
         arrays = featurizer(mol)
+    except FeaturizationError as e:
+        return None, 0, f"{mol.smiles}: {e}"
     except Exception as e:
         raise RuntimeError(
             f"featuriser {featurizer.name!r} failed on mol_id {mol_id} ({mol.smiles}): {e!r}"
@@ -418,7 +446,7 @@ def _featurize_one(featurizer: Featurizer, job: tuple[int, MolInput]) -> tuple[b
     n_nonfinite = sum(
         int(np.count_nonzero(~np.isfinite(a))) for a in arrays.values() if a.dtype.kind in "fc"
     )
-    return encode_arrays(arrays), n_nonfinite
+    return encode_arrays(arrays), n_nonfinite, None
 
 
 def _fsync_dir(folder: Path) -> None:

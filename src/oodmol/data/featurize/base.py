@@ -21,6 +21,14 @@ class MolInput:
     coords: np.ndarray | None = None
 
 
+class FeaturizationError(ValueError):
+    """A molecule this featuriser cannot represent (e.g. no 3D conformer could be made).
+
+    The feature cache records it by mol_id with its message instead of failing the build,
+    and runs that read this cache leave the molecule out, reported by name and count;
+    any other exception stops the build."""
+
+
 class Featurizer(ABC):
     """Maps one molecule to a dict of arrays (e.g. `x`; graphs add `edge_index`, `pos`).
 

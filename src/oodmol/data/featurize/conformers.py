@@ -1,0 +1,101 @@
+"""3D conformers from SMILES as BOOM made them, with fallbacks that never drop silently.
+
+BOOM (`boom/data/prepare_3D_mols.py`) embedded each molecule with hydrogens by RDKit's
+default `EmbedMolecule` (ETKDG), unseeded, then ran `MMFFOptimizeMolecule` (MMFF94, at
+most 200 iterations), and dropped molecules whose embedding raised. Here:
+
+1. ETKDGv3 with a fixed seed (so the cache is reproducible);
+2. if that finds no coordinates, the same from random starting coordinates;
+3. MMFF94 optimisation, or UFF where MMFF94 has no parameters for the molecule (boron,
+   selenium in some environments, metals); where neither has parameters the embedded
+   geometry is kept unoptimised, as BOOM's code kept it (its MMFF call then fails
+   without raising);
+4. a molecule with no coordinates after step 2 raises `ConformerError`, which the
+   feature cache records by mol_id and reason.
+
+Every result says which route it took (`ConformerMethod`), so a cache can count them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+from rdkit import Chem
+from rdkit.Chem import rdDistGeom, rdForceFieldHelpers
+
+from oodmol.data.featurize.base import FeaturizationError
+
+MMFF_MAX_ITERATIONS = 200  # RDKit's default, which BOOM used
+
+
+class ConformerError(FeaturizationError):
+    """No 3D coordinates could be made for a molecule."""
+
+
+class ConformerMethod(IntEnum):
+    """How a molecule got its coordinates (stored with them in the cache)."""
+
+    GIVEN = 0  # from the data set (QM9's DFT geometries)
+    ETKDG_MMFF = 1
+    ETKDG_UFF = 2
+    ETKDG_NO_FORCE_FIELD = 3
+    RANDOM_MMFF = 4
+    RANDOM_UFF = 5
+    RANDOM_NO_FORCE_FIELD = 6
+
+    @property
+    def is_fallback(self) -> bool:
+        return self not in (ConformerMethod.GIVEN, ConformerMethod.ETKDG_MMFF)
+
+
+@dataclass(frozen=True)
+class Conformer:
+    atomic_numbers: np.ndarray  # int64 [n_atoms], hydrogens included
+    positions: np.ndarray  # float32 [n_atoms, 3], Ångström
+    method: ConformerMethod
+    converged: bool  # the force field reached its tolerance within its iterations
+
+
+def embed(smiles: str, seed: int = 0, max_iterations: int = 0) -> Conformer:
+    """One optimised conformer of `smiles` with explicit hydrogens.
+
+    `max_iterations` is ETKDG's embedding-attempt budget (0: RDKit's default); tests
+    lower it to force the fallbacks."""
+    mol = Chem.MolFromSmiles(smiles)
+    if mol is None:
+        raise ConformerError(f"RDKit cannot parse {smiles!r}")
+    mol = Chem.AddHs(mol)
+    random_start = False
+    if _embed(mol, seed, max_iterations, random_coords=False) < 0:
+        random_start = True
+        if _embed(mol, seed, max_iterations, random_coords=True) < 0:
+            raise ConformerError("ETKDG embedding failed, also from random coordinates")
+    force_field, converged = _optimise(mol)
+    method = ConformerMethod[f"{'RANDOM' if random_start else 'ETKDG'}_{force_field}"]
+    positions = mol.GetConformer().GetPositions().astype(np.float32)
+    if not np.isfinite(positions).all():
+        raise ConformerError(f"{method.name} produced non-finite coordinates")
+    atomic_numbers = np.array([a.GetAtomicNum() for a in mol.GetAtoms()], dtype=np.int64)
+    return Conformer(atomic_numbers, positions, method, converged)
+
+
+def _embed(mol: Chem.Mol, seed: int, max_iterations: int, random_coords: bool) -> int:
+    params = rdDistGeom.ETKDGv3()
+    params.randomSeed = seed
+    params.useRandomCoords = random_coords
+    if max_iterations:
+        params.maxIterations = max_iterations
+    return rdDistGeom.EmbedMolecule(mol, params)
+
+
+def _optimise(mol: Chem.Mol) -> tuple[str, bool]:
+    """MMFF94, else UFF, else nothing; returns the force field's name and convergence."""
+    if rdForceFieldHelpers.MMFFHasAllMoleculeParams(mol):
+        status = rdForceFieldHelpers.MMFFOptimizeMolecule(mol, maxIters=MMFF_MAX_ITERATIONS)
+        return "MMFF", status == 0
+    if rdForceFieldHelpers.UFFHasAllMoleculeParams(mol):
+        status = rdForceFieldHelpers.UFFOptimizeMolecule(mol, maxIters=MMFF_MAX_ITERATIONS)
+        return "UFF", status == 0
+    return "NO_FORCE_FIELD", False
