@@ -1,0 +1,179 @@
+"""BOOM's invariant and equivariant 3D GNNs: pair weights and bonds, the block against BOOM's dense
+form, symmetry, training steps, and their Hydra configs."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+from geometry_helpers import assert_invariant, permuted, point_cloud_batch, random_rotation
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from rdkit import Chem
+
+from oodmol.models.backbones.egnn import EGNN, bond_push
+from oodmol.models.backbones.ignn import (
+    IGNN,
+    InvariantBlock,
+    covalent_radii,
+    pair_weights,
+    perceive_bonds,
+)
+from oodmol.models.module import PropertyRegressor
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ROOT = Path(__file__).resolve().parents[1]
+# drug-like molecules and the elements BOOM's one-hot lacked (S, Cl, Br, I, P, B, Si)
+BOND_SMILES = [
+    "CC(C)Cc1ccc(cc1)C(C)C(=O)O",
+    "CN1C=NC2=C1C(=O)N(C(=O)N2C)C",
+    "Clc1ccc(cc1)C(c1ccccc1)N1CCN(CC1)CCOCC(=O)O",
+    "CS(=O)(=O)Nc1ccc(Br)cc1I",
+    "FC(F)(F)c1ccc(OC2CCNCC2)cc1",
+    "CCSSCC",
+    "OP(=O)(O)OCC",
+    "B(O)(O)c1ccccc1",
+    "C[Si](C)(C)OC",
+    "C/C=C/c1cc[nH+]cc1",
+    "N#CC",
+]
+
+
+def test_pair_weights_are_distances_over_their_row_sum_plus_one():
+    pos = torch.tensor([[0.0, 0, 0], [1, 0, 0], [3, 0, 0], [0, 0, 0], [0, 2, 0]])
+    batch = torch.tensor([0, 0, 0, 1, 1])
+    weight, mask = pair_weights(pos, batch)
+    assert mask.tolist() == [[True, True, True], [True, True, False]]
+    torch.testing.assert_close(weight[0, 0], torch.tensor([0, 1 / 5, 3 / 5]))
+    torch.testing.assert_close(weight[1], torch.tensor([[0, 2 / 3, 0], [2 / 3, 0, 0], [0, 0, 0]]))
+    weight, _ = pair_weights(pos, batch, cutoff=2.5)  # atoms 0 and 2 no longer see each other
+    torch.testing.assert_close(weight[0, 0], torch.tensor([0, 1 / 2, 0]))
+    torch.testing.assert_close(weight[0, 2], torch.tensor([0, 2 / 3, 0]))
+
+
+def test_perceived_bonds_are_the_molecules_bonds():
+    batch = point_cloud_batch(BOND_SMILES)
+    bonds = perceive_bonds(batch["z"], batch["pos"], batch["batch"], covalent_radii())
+    expected, offset = set(), 0
+    for smiles in BOND_SMILES:
+        mol = Chem.AddHs(Chem.MolFromSmiles(smiles))  # the conformer's atom order
+        for bond in mol.GetBonds():
+            i, j = bond.GetBeginAtomIdx() + offset, bond.GetEndAtomIdx() + offset
+            expected |= {(i, j), (j, i)}
+        offset += mol.GetNumAtoms()
+    assert set(map(tuple, bonds.t().tolist())) == expected
+
+
+def test_block_matches_booms_dense_form():
+    """BOOM's InvariantBlock, molecule by molecule: D = cdist / (row sum + 1), then
+    h ← LN(GCL(h) + h + LN_m(D · φ(h))) per sublayer (in float64)."""
+    torch.manual_seed(0)
+    batch = point_cloud_batch()
+    pos, segment = batch["pos"].double(), batch["batch"]
+    bonds = perceive_bonds(batch["z"], pos, segment, covalent_radii())
+    bond_attr = torch.randn(bonds.shape[1], 8, dtype=torch.float64)
+    block = InvariantBlock(hidden=8, sublayers=2).double().eval()
+    h = torch.randn(len(pos), 8, dtype=torch.float64)
+    with torch.no_grad():
+        ours = block(h, bonds, bond_attr, *pair_weights(pos, segment))
+        expected = h
+        for gcl, norm in zip(block.gcls, block.norms, strict=True):
+            projected = block.pair_sum.project(expected)
+            dense = torch.zeros_like(expected)
+            for molecule in segment.unique():
+                atoms = segment == molecule
+                d = torch.cdist(pos[atoms], pos[atoms])
+                dense[atoms] = (d / (d.sum(-1, keepdim=True) + 1)) @ projected[atoms]
+            update = gcl(expected, bonds, bond_attr) + expected
+            expected = norm(update + block.pair_sum.norm(dense))
+    torch.testing.assert_close(ours, expected)
+
+
+def test_bond_push_moves_bonded_atoms_apart():
+    pos = torch.tensor([[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [9.0, 0.0, 0.0]], dtype=torch.float64)
+    bonds = torch.tensor([[0, 1], [1, 0]])  # atom 2 is bonded to nothing
+    moved = bond_push(pos, bonds)
+    step = 2.0 / ((2.0 + 1) * 4.0)  # |x_i − x_j| / ((r + 1) r²)
+    expected = torch.tensor([[-step, 0, 0], [2 + step, 0, 0], [9, 0, 0]], dtype=torch.float64)
+    torch.testing.assert_close(moved, expected)
+
+
+@pytest.mark.parametrize("backbone", [IGNN, EGNN])
+def test_outputs_are_invariant_to_rotation_reflection_translation_permutation(backbone):
+    """Both read the geometry through distances only, so reflections are included."""
+    torch.manual_seed(0)
+    assert_invariant(backbone(hidden=16, layers=2), point_cloud_batch(), reflect=True)
+
+
+def test_egnn_coordinates_are_equivariant():
+    torch.manual_seed(0)
+    model = EGNN(hidden=8, layers=2).double().eval()
+    batch = point_cloud_batch()
+    batch["pos"] = batch["pos"].double()
+    with torch.no_grad():
+        _, moved = model.encode(batch)
+        assert (moved - batch["pos"]).norm(dim=-1).median() > 0.1  # the atoms moved
+        rotation = random_rotation(0, reflect=True)
+        shift = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+        _, moved_then = model.encode({**batch, "pos": batch["pos"] @ rotation.T + shift})
+        torch.testing.assert_close(moved_then, moved @ rotation.T + shift)
+        shuffled, perm = permuted(batch, seed=0)
+        torch.testing.assert_close(model.encode(shuffled)[1], moved[perm])
+
+
+def test_cutoff_restricts_the_pair_sum():
+    torch.manual_seed(0)
+    batch = point_cloud_batch()
+    wide, narrow = IGNN(hidden=8, layers=1), IGNN(hidden=8, layers=1, cutoff=2.0)
+    narrow.load_state_dict(wide.state_dict())
+    with torch.no_grad():
+        assert not torch.allclose(wide(batch)[0], narrow(batch)[0])
+        far = IGNN(hidden=8, layers=1, cutoff=1000.0)
+        far.load_state_dict(wide.state_dict())
+        torch.testing.assert_close(far(batch)[0], wide(batch)[0])
+
+
+@pytest.mark.parametrize("backbone", [IGNN, EGNN])
+def test_training_steps_lower_the_loss(backbone):
+    torch.manual_seed(0)
+    batch = point_cloud_batch()
+    model = PropertyRegressor(
+        backbone(hidden=16, layers=2),
+        optimizer=partial(torch.optim.Adam, lr=1e-2),
+        extensive=False,  # sums over 5 to 20 atoms fit these made-up targets slowly
+    )
+    optimizer = model.configure_optimizers()
+    losses = []
+    for _ in range(25):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(batch), batch["y"])
+        loss.backward()
+        assert all(p.grad is not None for p in model.parameters())
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.parametrize(
+    "name,backbone,epochs,layers,sublayers", [("ignn", IGNN, 50, 4, 1), ("egnn", EGNN, 100, 3, 2)]
+)
+def test_config_builds_the_model(name, backbone, epochs, layers, sublayers):
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose(
+            "train", overrides=[f"model={name}", "task=qm9_homo", "model.module.backbone.hidden=8"]
+        )
+    assert cfg.model.name == name and cfg.model.max_epochs == epochs
+    assert cfg.model.batch_size == 32 and cfg.model.featurizer._target_.endswith("Graph3D")
+    module = instantiate(cfg.model.module)
+    assert isinstance(module, PropertyRegressor) and type(module.backbone) is backbone
+    assert len(module.backbone.blocks) == layers and module.backbone.cutoff is None
+    assert len(module.backbone.blocks[0].gcls) == sublayers
+    assert not module.readout.extensive  # HOMO is intensive: mean over atoms
+    optimizer = module.optimizer_factory(module.parameters())
+    assert isinstance(optimizer, torch.optim.AdamW) and optimizer.defaults["lr"] == 1e-3
+    assert module.scheduler_factory(optimizer).gamma == 0.99
+    batch = point_cloud_batch()
+    assert module(batch).shape == (len(batch["y"]),)
