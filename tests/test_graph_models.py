@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 from types import SimpleNamespace
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -160,3 +161,46 @@ def test_plain_scheduler_factories_get_only_the_optimizer():
     optimizer.step()
     scheduler.step()
     assert optimizer.param_groups[0]["lr"] == 0.5
+
+
+class NormRecordingSGD(torch.optim.SGD):
+    """SGD that records the gradients' total norm each time it steps (after clipping)."""
+
+    norms: ClassVar[list[float]] = []
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None  # Lightning passes the closure
+        grads = [
+            p.grad for group in self.param_groups for p in group["params"] if p.grad is not None
+        ]
+        NormRecordingSGD.norms.append(
+            float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+        )
+        super().step()
+        return loss
+
+
+@pytest.mark.parametrize("clip", [None, 1e-3])
+def test_gradient_clip_norm_bounds_every_step(clip):
+    import lightning as L
+    from torch.utils.data import DataLoader
+
+    batch = graph_batch(add_hs=True)
+    module = PropertyRegressor(
+        TGNN(72, 14, hidden=8, layers=1),
+        optimizer=partial(NormRecordingSGD, lr=1e-3),
+        gradient_clip_norm=clip,
+    )
+    module.y_std.fill_(1e-3)  # huge standardised targets: unclipped gradients are large
+    module.setup = lambda stage: None  # keep these statistics (no datamodule here)
+    NormRecordingSGD.norms = []
+    trainer = L.Trainer(
+        max_steps=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, accelerator="cpu",
+    )  # fmt: skip
+    trainer.fit(module, DataLoader([batch] * 3, batch_size=None))
+    assert len(NormRecordingSGD.norms) == 3
+    if clip is None:
+        assert min(NormRecordingSGD.norms) > 1.0
+    else:
+        assert max(NormRecordingSGD.norms) <= clip * (1 + 1e-5)
