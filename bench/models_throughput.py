@@ -1,0 +1,262 @@
+"""Training and inference throughput, peak memory and data-path share of every neural
+model, on the same batches of `csd10k_density` training molecules, as one table; and
+the rate of conformer generation.
+
+    python bench/models_throughput.py [--models mlp,chemprop,...] [--batch-size 32]
+        [--batches 8] [--threads 1] [--profile 3] [--conformers 200]
+
+Each model runs in its own process (so its peak memory is its own): its config is
+composed as train.py composes it (`task=csd10k_density split=ood`, the model's published
+sizes), its features come from the project's caches (built on first use), and it is
+timed on the same molecules, in the same order, for `--batches` batches after one
+warm-up batch. Columns:
+
+- train mol/s: forward, loss, backward and optimizer step;
+- infer mol/s: forward without gradients (evaluation mode);
+- peak MB: the process's peak resident memory minus its resident memory before the
+  model was built (CPU); on CUDA the peak of allocated tensor memory;
+- data %: share of a training step spent building the batch (collation) and, for
+  models with a `cutoff`, searching neighbours (timed apart on the same batches).
+
+`--profile N` prints torch.profiler's top operators for the N slowest models in
+training. The last table line per model is `model=<name> train=<mol/s> ...` for
+scripts. Random forests are not batch models and are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+EXCLUDED = {"rf"}  # not trained in batches
+
+
+def neural_models() -> list[str]:
+    return sorted(
+        p.stem for p in (REPO / "configs" / "model").glob("*.yaml") if p.stem not in EXCLUDED
+    )
+
+
+def rss_mb() -> float:
+    """This process's peak resident set size so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def graph3d_featurizer():
+    """The 3D featuriser exactly as the 3D model configs include it."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    return instantiate(OmegaConf.load(REPO / "configs" / "featurizer" / "graph3d.yaml"))
+
+
+def benchmark_molecules(dm, n: int, seed: int = 0) -> np.ndarray:
+    """`n` training molecules in a fixed random order, taken only from those every
+    featuriser can represent (3D features leave out molecules without a conformer)."""
+    from oodmol.data.store import FeatureStore
+
+    store = FeatureStore.build_or_open(
+        graph3d_featurizer(), dm.data.dataset, dm.data_dir / "features", progress=False
+    )
+    train = dm.split.sets["train"]
+    usable = train[~np.isin(train, np.fromiter(store.failed, dtype=np.int64))]
+    return np.random.default_rng(seed).permutation(usable)[:n]
+
+
+def measure(name: str, batch_size: int, n_batches: int, profile: bool) -> dict:
+    """One model's figures (run in a child process)."""
+    from oodmol.config import compose_config
+    from oodmol.models.neighbors import radius_graph
+    from oodmol.runs import build_datamodule, build_model
+
+    cfg = compose_config(
+        "train", [f"model={name}", "task=csd10k_density", "split=ood", "progress=false"]
+    )
+    dm = build_datamodule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    mol_ids = benchmark_molecules(dm, batch_size * (n_batches + 1))
+    position = {int(m): i for i, m in enumerate(dm.set_ids["train"])}
+    dataset = dm.datasets["train"]
+    batches_idx = [
+        [position[int(m)] for m in mol_ids[k * batch_size : (k + 1) * batch_size]]
+        for k in range(n_batches + 1)
+    ]
+    collate_started = time.perf_counter()
+    batches = [dm.features.collate(dataset.__getitems__(idx)) for idx in batches_idx]
+    collate_seconds = (time.perf_counter() - collate_started) / len(batches)
+
+    baseline = rss_mb()
+    model = build_model(cfg, dm)
+    y = torch.as_tensor(dm.train_targets, dtype=torch.float64)
+    model.y_mean.fill_(float(y.mean()))
+    model.y_std.fill_(float(y.std()))
+    optimizer = model.optimizer_factory(model.parameters())
+
+    def train_step(batch: dict) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        target = (batch["y"] - model.y_mean) / model.y_std
+        model.likelihood.loss(model(batch), target).backward()
+        optimizer.step()
+
+    model.train()
+    train_step(batches[0])  # warm-up: allocations, lazy initialisation
+    started = time.perf_counter()
+    for batch in batches[1:]:
+        train_step(batch)
+    train_seconds = (time.perf_counter() - started) / n_batches
+
+    model.eval()
+    with torch.no_grad():
+        model(batches[0])
+        started = time.perf_counter()
+        for batch in batches[1:]:
+            model(batch)
+        infer_seconds = (time.perf_counter() - started) / n_batches
+
+    neighbour_seconds = 0.0
+    cutoff = getattr(model.backbone, "cutoff", None)
+    if cutoff and "pos" in batches[0]:
+        max_neighbors = getattr(model.backbone, "max_neighbors", 32)
+        started = time.perf_counter()
+        for batch in batches[1:]:
+            radius_graph(batch["pos"], batch["batch"], cutoff, max_neighbors)
+        neighbour_seconds = (time.perf_counter() - started) / n_batches
+
+    result = {
+        "model": name,
+        "params": model.n_params(),
+        "train_mol_s": batch_size / train_seconds,
+        "infer_mol_s": batch_size / infer_seconds,
+        "peak_mb": rss_mb() - baseline,
+        "data_share": (collate_seconds + neighbour_seconds) / train_seconds,
+        "collate_ms": 1e3 * collate_seconds,
+        "neighbours_ms": 1e3 * neighbour_seconds,
+        "step_ms": 1e3 * train_seconds,
+    }
+    if profile:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            for batch in batches[1:3]:
+                train_step(batch)
+        result["profile"] = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)
+    return result
+
+
+def conformer_rate(n: int) -> dict:
+    """Seconds per 1,000 molecules of ETKDG + MMFF94 conformers on one core, on the
+    first `n` molecules of the 10k set, and the routes (fallbacks) and failures of the
+    whole set's cached conformers."""
+    from hydra.utils import instantiate
+
+    from oodmol.config import compose_config
+    from oodmol.data.featurize.base import inputs_of
+    from oodmol.data.featurize.conformers import ConformerMethod
+    from oodmol.data.store import FeatureStore
+    from oodmol.data.task import load_task
+
+    cfg = compose_config("train", ["task=csd10k_density", "progress=false"])
+    table = load_task(instantiate(cfg.task), Path(cfg.paths.data_dir), progress=False).dataset
+    inputs = inputs_of(table, np.arange(min(n, len(table))))
+    featurizer = graph3d_featurizer()
+    started = time.perf_counter()
+    for mol in inputs:
+        featurizer(mol)
+    seconds = time.perf_counter() - started
+    store = FeatureStore.build_or_open(
+        featurizer, table, Path(cfg.paths.data_dir) / "features", progress=False
+    )
+    routes = Counter(
+        (ConformerMethod(int(a["conformer"][0])).name, bool(a["conformer"][1]))
+        for a in store.iter_arrays(np.setdiff1d(table.mol_id, list(store.failed)))
+    )
+    return {
+        "molecules": len(inputs),
+        "seconds_per_1000": 1000 * seconds / len(inputs),
+        "routes": {f"{m}, {'' if ok else 'not '}converged": n for (m, ok), n in routes.items()},
+        "failed": store.failed,
+        "cache_build_seconds": store.meta["build_seconds"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(neural_models()))
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--profile", type=int, default=3, help="profile the N slowest")
+    parser.add_argument("--conformers", type=int, default=200)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
+    parser.add_argument("--with-profile", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.one:
+        print(json.dumps(measure(args.one, args.batch_size, args.batches, args.with_profile)))
+        return
+
+    def child(name: str, with_profile: bool = False) -> dict:
+        command = [
+            sys.executable, __file__, "--one", name, "--batch-size", str(args.batch_size),
+            "--batches", str(args.batches), "--threads", str(args.threads),
+        ]  # fmt: skip
+        if with_profile:
+            command.append("--with-profile")
+        out = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+        if out.returncode != 0:
+            raise RuntimeError(f"{name} failed:\n{out.stderr[-3000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    rows = [child(name) for name in args.models.split(",")]
+    print(
+        f"\ncsd10k_density training molecules, batch {args.batch_size}, {args.batches} "
+        f"batches after a warm-up, {args.threads} torch thread(s), {torch.__version__}, "
+        f"device cpu"
+    )
+    header = "| model | params | train mol/s | infer mol/s | peak MB | data % | step ms |"
+    print(header + "\n|" + "---|" * 7)
+    for r in sorted(rows, key=lambda r: -r["train_mol_s"]):
+        print(
+            f"| {r['model']} | {r['params']:,} | {r['train_mol_s']:.0f} | "
+            f"{r['infer_mol_s']:.0f} | {r['peak_mb']:.0f} | {100 * r['data_share']:.1f} | "
+            f"{r['step_ms']:.1f} |"
+        )
+    for r in sorted(rows, key=lambda r: r["train_mol_s"])[: args.profile]:
+        profiled = child(r["model"], with_profile=True)
+        print(
+            f"\n## {r['model']}: step {profiled['step_ms']:.1f} ms, collation "
+            f"{profiled['collate_ms']:.2f} ms, neighbour search {profiled['neighbours_ms']:.2f} ms"
+        )
+        print(profiled["profile"])
+    if args.conformers:
+        rate = conformer_rate(args.conformers)
+        print(
+            f"conformers: {rate['seconds_per_1000']:.0f} s per 1,000 molecules (ETKDG + MMFF94, "
+            f"one core, first {rate['molecules']} molecules of the 10k set); the cache of all "
+            f"{sum(rate['routes'].values()) + len(rate['failed'])} took "
+            f"{rate['cache_build_seconds']:.0f} s on every core"
+        )
+        for route, n in sorted(rate["routes"].items()):
+            print(f"  {route}: {n}")
+        print(f"  failed (left out of 3D runs): {len(rate['failed'])} {rate['failed']}")
+    for r in rows:
+        print(
+            f"model={r['model']} train={r['train_mol_s']:.1f} infer={r['infer_mol_s']:.1f} "
+            f"peak_mb={r['peak_mb']:.0f} data_share={r['data_share']:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
