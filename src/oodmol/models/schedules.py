@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import lightning as L
 from torch.optim import Optimizer
-from torch.optim.lr_scheduler import LambdaLR, LRScheduler
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler, ReduceLROnPlateau
 
 
 def build_scheduler(factory: Callable, optimizer: Optimizer, trainer: L.Trainer) -> LRScheduler:
@@ -74,3 +74,29 @@ def noam_like_lr(
     if step < warmup_steps + cooldown_steps:
         return max_lr * (final_lr / max_lr) ** ((step - warmup_steps) / cooldown_steps)
     return final_lr
+
+
+def warmup_plateau(
+    optimizer: Optimizer,
+    trainer: L.Trainer,
+    warmup_steps: int = 10000,
+    factor: float = 0.8,
+    patience: int = 15,
+    min_lr: float = 1e-7,
+) -> ReduceLROnPlateau:
+    """TorchMD-Net's and ViSNet's schedule: the rate rises linearly from 1/`warmup_steps`
+    of the optimizer's `lr` to all of it over the first `warmup_steps` optimizer steps
+    (it is set before each step from `trainer.global_step`, so a resumed run stays on
+    it), and `ReduceLROnPlateau` on the validation loss (`scheduler_interval: epoch`)
+    does the rest. As in their code, the warm-up overrides plateau decisions while on.
+    """
+    base = [group["lr"] for group in optimizer.param_groups]
+
+    def warm_up(opt: Optimizer, args: tuple, kwargs: dict) -> None:
+        if trainer.global_step < warmup_steps:
+            scale = (trainer.global_step + 1) / warmup_steps
+            for group, lr in zip(opt.param_groups, base, strict=True):
+                group["lr"] = scale * lr
+
+    optimizer.register_step_pre_hook(warm_up)
+    return ReduceLROnPlateau(optimizer, mode="min", factor=factor, patience=patience, min_lr=min_lr)

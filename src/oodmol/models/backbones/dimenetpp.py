@@ -1,0 +1,123 @@
+"""DimeNet++ (Gasteiger et al., "Fast and Uncertainty-Aware Directional Message Passing
+for Non-Equilibrium Molecules", 2020), PyTorch Geometric's model.
+
+PyG's `DimeNetPlusPlus` supplies every layer: Bessel radial and spherical (angle) bases
+with the polynomial envelope, the embedding block, `num_blocks` interaction blocks that
+pass directional messages over edge triplets k → j → i, and `num_blocks + 1` output
+blocks. Its `forward` is replaced, for two reasons only:
+
+- neighbours come from `oodmol.models.neighbors.radius_graph` (PyG calls torch-cluster's),
+  and the triplets from `triplets` below, in pure torch (PyG's `triplets` needs
+  torch-sparse, which has no fallback in PyG 2.8);
+- the output. DimeNet++ adds the output blocks' per-atom outputs, each ending in its own
+  Linear(out_emb_channels, 1, bias=False), and sums over atoms. Here every output block
+  stops before that Linear and the backbone returns the concatenation of the blocks'
+  per-atom vectors, `(num_blocks + 1) * out_emb_channels` wide; the task's readout sums or
+  averages them, and the shared head's Linear holds the final Linears side by side:
+  head(Σ_atoms [h_0 ‖ … ‖ h_B]) = Σ_b w_b · Σ_atoms h_b + c, DimeNet++'s output exactly,
+  plus one bias per molecule (the original has none). The final weights start from the
+  head's initialisation, not DimeNet++'s zeros / Glorot-orthogonal choice.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch_geometric.nn.models import dimenet
+
+from oodmol.models.neighbors import radius_graph
+
+
+def triplets(
+    edge_index: torch.Tensor, num_nodes: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every pair of edges k → j and j → i with k ≠ i, in the order of PyG's
+    `dimenet.triplets` (edges j → i in turn; for each, the edges into j by ascending k).
+
+    Returns `(idx_kj, idx_ji, idx_k, idx_i)`: the two edges' indices into `edge_index`
+    (row 0 source, row 1 target) and the outer atoms k and i of each triplet.
+    """
+    source, target = edge_index
+    # edges grouped by target atom, sources ascending within a group (CSR over targets)
+    order = torch.argsort(target * num_nodes + source)
+    in_degree = torch.bincount(target, minlength=num_nodes)
+    first_in = torch.cumsum(in_degree, 0) - in_degree
+    # for each edge j → i, one triplet per edge entering j
+    per_edge = in_degree[source]
+    idx_ji = torch.repeat_interleave(torch.arange(len(source), device=source.device), per_edge)
+    start = torch.cumsum(per_edge, 0) - per_edge
+    rank = torch.arange(len(idx_ji), device=source.device) - start[idx_ji]
+    idx_kj = order[first_in[source[idx_ji]] + rank]
+    keep = source[idx_kj] != target[idx_ji]  # no k → j → k back-and-forth
+    idx_kj, idx_ji = idx_kj[keep], idx_ji[keep]
+    return idx_kj, idx_ji, source[idx_kj], target[idx_ji]
+
+
+class DimeNetPP(dimenet.DimeNetPlusPlus):
+    """PyG's DimeNet++ with pure-torch neighbours and triplets; returns `(h, segment)`,
+    the output blocks' per-atom vectors side by side, for the shared readout and head."""
+
+    def __init__(
+        self,
+        hidden_channels: int = 128,
+        num_blocks: int = 4,
+        int_emb_size: int = 64,
+        basis_emb_size: int = 8,
+        out_emb_channels: int = 256,
+        num_spherical: int = 7,
+        num_radial: int = 6,
+        cutoff: float = 5.0,
+        max_neighbors: int = 32,
+        envelope_exponent: int = 5,
+        num_before_skip: int = 1,
+        num_after_skip: int = 2,
+        num_output_layers: int = 3,
+    ) -> None:
+        super().__init__(
+            hidden_channels=hidden_channels,
+            out_channels=1,
+            num_blocks=num_blocks,
+            int_emb_size=int_emb_size,
+            basis_emb_size=basis_emb_size,
+            out_emb_channels=out_emb_channels,
+            num_spherical=num_spherical,
+            num_radial=num_radial,
+            cutoff=cutoff,
+            max_num_neighbors=max_neighbors,
+            envelope_exponent=envelope_exponent,
+            num_before_skip=num_before_skip,
+            num_after_skip=num_after_skip,
+            num_output_layers=num_output_layers,
+        )
+        for block in self.output_blocks:
+            # the final Linear moves to the shared head; with no initializer named,
+            # PyG's `reset_parameters` skips it and still works
+            block.lin = nn.Identity()
+            block.output_initializer = None
+        self.out_dim = (num_blocks + 1) * out_emb_channels
+
+    def forward(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        z, pos, segment = batch["z"], batch["pos"], batch["batch"]
+        n_atoms = len(z)
+        edge_index = radius_graph(pos, segment, self.cutoff, self.max_num_neighbors)
+        j, i = edge_index
+        idx_kj, idx_ji, idx_k, idx_i = triplets(edge_index, n_atoms)
+        idx_j = j[idx_ji]
+
+        dist = (pos[i] - pos[j]).pow(2).sum(dim=-1).sqrt()
+        # the angle between r_ij and r_jk, from atan2(|a × b|, a · b) as PyG computes it
+        pos_ij, pos_jk = pos[idx_i] - pos[idx_j], pos[idx_j] - pos[idx_k]
+        angle = torch.atan2(
+            torch.linalg.cross(pos_ij, pos_jk).norm(dim=-1), (pos_ij * pos_jk).sum(dim=-1)
+        )
+        rbf = self.rbf(dist)
+        sbf = self.sbf(dist, angle, idx_kj)
+
+        x = self.emb(z, rbf, i, j)
+        outputs = [self.output_blocks[0](x, rbf, i, num_nodes=n_atoms)]
+        for interaction, output in zip(
+            self.interaction_blocks, self.output_blocks[1:], strict=True
+        ):
+            x = interaction(x, rbf, sbf, idx_kj, idx_ji)
+            outputs.append(output(x, rbf, i, num_nodes=n_atoms))
+        return torch.cat(outputs, dim=-1), segment
