@@ -73,7 +73,7 @@ def benchmark_molecules(dm, n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).permutation(usable)[:n]
 
 
-def measure(name: str, batch_size: int, n_batches: int, profile: bool) -> dict:
+def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: str) -> dict:
     """One model's figures (run in a child process)."""
     from oodmol.config import compose_config
     from oodmol.models.neighbors import radius_graph
@@ -96,8 +96,13 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool) -> dict:
     batches = [dm.features.collate(dataset.__getitems__(idx)) for idx in batches_idx]
     collate_seconds = (time.perf_counter() - collate_started) / len(batches)
 
+    device = torch.device(device)
+    on_cuda = device.type == "cuda"
+    batches = [{k: v.to(device) for k, v in batch.items()} for batch in batches]
     baseline = rss_mb()
-    model = build_model(cfg, dm)
+    if on_cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    model = build_model(cfg, dm).to(device)
     y = torch.as_tensor(dm.train_targets, dtype=torch.float64)
     model.y_mean.fill_(float(y.mean()))
     model.y_std.fill_(float(y.std()))
@@ -109,20 +114,22 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool) -> dict:
         model.likelihood.loss(model(batch), target).backward()
         optimizer.step()
 
-    model.train()
-    train_step(batches[0])  # warm-up: allocations, lazy initialisation
-    started = time.perf_counter()
-    for batch in batches[1:]:
-        train_step(batch)
-    train_seconds = (time.perf_counter() - started) / n_batches
-
-    model.eval()
-    with torch.no_grad():
-        model(batches[0])
+    def seconds_per_batch(step) -> float:
+        step(batches[0])  # warm-up: allocations, lazy initialisation
+        if on_cuda:
+            torch.cuda.synchronize(device)
         started = time.perf_counter()
         for batch in batches[1:]:
-            model(batch)
-        infer_seconds = (time.perf_counter() - started) / n_batches
+            step(batch)
+        if on_cuda:
+            torch.cuda.synchronize(device)
+        return (time.perf_counter() - started) / n_batches
+
+    model.train()
+    train_seconds = seconds_per_batch(train_step)
+    model.eval()
+    with torch.no_grad():
+        infer_seconds = seconds_per_batch(model)
 
     neighbour_seconds = 0.0
     cutoff = getattr(model.backbone, "cutoff", None)
@@ -138,7 +145,9 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool) -> dict:
         "params": model.n_params(),
         "train_mol_s": batch_size / train_seconds,
         "infer_mol_s": batch_size / infer_seconds,
-        "peak_mb": rss_mb() - baseline,
+        "peak_mb": torch.cuda.max_memory_allocated(device) / 2**20
+        if on_cuda
+        else rss_mb() - baseline,
         "data_share": (collate_seconds + neighbour_seconds) / train_seconds,
         "collate_ms": 1e3 * collate_seconds,
         "neighbours_ms": 1e3 * neighbour_seconds,
@@ -199,31 +208,37 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--profile", type=int, default=3, help="profile the N slowest")
     parser.add_argument("--conformers", type=int, default=200)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
     parser.add_argument("--with-profile", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.one:
-        print(json.dumps(measure(args.one, args.batch_size, args.batches, args.with_profile)))
+        figures = measure(args.one, args.batch_size, args.batches, args.with_profile, args.device)
+        print(json.dumps(figures))
         return
 
     def child(name: str, with_profile: bool = False) -> dict:
         command = [
             sys.executable, __file__, "--one", name, "--batch-size", str(args.batch_size),
             "--batches", str(args.batches), "--threads", str(args.threads),
+            "--device", args.device,
         ]  # fmt: skip
         if with_profile:
             command.append("--with-profile")
         out = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
         if out.returncode != 0:
-            raise RuntimeError(f"{name} failed:\n{out.stderr[-3000:]}")
+            last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+            why = "killed: out of memory?" if out.returncode in (-9, 137) else last
+            return {"model": name, "failed": f"exit {out.returncode} ({why})"}
         return json.loads(out.stdout.strip().splitlines()[-1])
 
-    rows = [child(name) for name in args.models.split(",")]
+    results = [child(name) for name in args.models.split(",")]
+    rows = [r for r in results if "failed" not in r]
     print(
         f"\ncsd10k_density training molecules, batch {args.batch_size}, {args.batches} "
         f"batches after a warm-up, {args.threads} torch thread(s), {torch.__version__}, "
-        f"device cpu"
+        f"device {args.device}"
     )
     header = "| model | params | train mol/s | infer mol/s | peak MB | data % | step ms |"
     print(header + "\n|" + "---|" * 7)
@@ -233,8 +248,13 @@ def main() -> None:
             f"{r['infer_mol_s']:.0f} | {r['peak_mb']:.0f} | {100 * r['data_share']:.1f} | "
             f"{r['step_ms']:.1f} |"
         )
+    for r in results:
+        if "failed" in r:
+            print(f"| {r['model']} | failed: {r['failed']} |||||")
     for r in sorted(rows, key=lambda r: r["train_mol_s"])[: args.profile]:
         profiled = child(r["model"], with_profile=True)
+        if "failed" in profiled:
+            continue
         print(
             f"\n## {r['model']}: step {profiled['step_ms']:.1f} ms, collation "
             f"{profiled['collate_ms']:.2f} ms, neighbour search {profiled['neighbours_ms']:.2f} ms"
