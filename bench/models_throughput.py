@@ -244,8 +244,8 @@ def main() -> None:
     print(header + "\n|" + "---|" * 7)
     for r in sorted(rows, key=lambda r: -r["train_mol_s"]):
         print(
-            f"| {r['model']} | {r['params']:,} | {r['train_mol_s']:.0f} | "
-            f"{r['infer_mol_s']:.0f} | {r['peak_mb']:.0f} | {100 * r['data_share']:.1f} | "
+            f"| {r['model']} | {r['params']:,} | {r['train_mol_s']:.3g} | "
+            f"{r['infer_mol_s']:.3g} | {r['peak_mb']:.0f} | {100 * r['data_share']:.1f} | "
             f"{r['step_ms']:.1f} |"
         )
     for r in results:
