@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import torch
+from fit_helpers import training_losses
 
 from oodmol.data.features import GraphSet
 from oodmol.data.featurize.base import MolInput
@@ -116,15 +117,7 @@ def test_training_steps_lower_the_loss(backbone, extensive):
         optimizer=partial(torch.optim.Adam, lr=1e-2),
         extensive=extensive,
     )
-    optimizer = model.configure_optimizers()
-    losses = []
-    for _ in range(30):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(batch), batch["y"])
-        loss.backward()
-        assert all(p.grad is not None for p in model.parameters())
-        optimizer.step()
-        losses.append(loss.item())
+    losses = training_losses(model, batch, steps=30)
     assert losses[-1] < 0.5 * losses[0]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fit_helpers import training_losses
 from geometry_helpers import assert_invariant, permuted, point_cloud_batch, random_rotation
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
@@ -145,15 +146,7 @@ def test_training_steps_lower_the_loss(backbone):
         optimizer=partial(torch.optim.Adam, lr=1e-2),
         extensive=False,  # sums over 5 to 20 atoms fit these made-up targets slowly
     )
-    optimizer = model.configure_optimizers()
-    losses = []
-    for _ in range(25):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(batch), batch["y"])
-        loss.backward()
-        assert all(p.grad is not None for p in model.parameters())
-        optimizer.step()
-        losses.append(loss.item())
+    losses = training_losses(model, batch, steps=25)
     assert losses[-1] < 0.5 * losses[0]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fit_helpers import training_losses
 from geometry_helpers import assert_invariant, point_cloud_batch, random_rotation, transformed
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
@@ -159,15 +160,7 @@ def test_training_steps_lower_the_loss(batch, name, dipole):
         optimizer=partial(torch.optim.Adam, lr=1e-2),
         extensive=True,
     )
-    optimizer = model.configure_optimizers()
-    target = batch["y"].float()
-    losses = []
-    for _ in range(25):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(batch), target)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = training_losses(model, batch, steps=25, check_grads=False)
     assert losses[-1] < 0.5 * losses[0]
 
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from fit_helpers import training_losses
 from geometry_helpers import assert_invariant, molecule_output, point_cloud_batch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
@@ -197,15 +198,7 @@ def test_training_steps_lower_the_loss(name, extensive, tiny_dimenetpp):
     model = PropertyRegressor(
         backbone, optimizer=partial(torch.optim.Adam, lr=1e-2), extensive=extensive
     )
-    optimizer = model.configure_optimizers()
-    losses = []
-    for _ in range(25):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(batch), batch["y"])
-        loss.backward()
-        assert all(p.grad is not None for p in model.parameters())  # DDP needs no unused
-        optimizer.step()
-        losses.append(loss.item())
+    losses = training_losses(model, batch, steps=25)
     assert losses[-1] < 0.5 * losses[0]
 
 
