@@ -103,9 +103,7 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
     if on_cuda:
         torch.cuda.reset_peak_memory_stats(device)
     model = build_model(cfg, dm).to(device)
-    y = torch.as_tensor(dm.train_targets, dtype=torch.float64)
-    model.y_mean.fill_(float(y.mean()))
-    model.y_std.fill_(float(y.std()))
+    model.fit_target_scaling(dm.train_targets)
     optimizer = model.optimizer_factory(model.parameters())
 
     def train_step(batch: dict) -> None:

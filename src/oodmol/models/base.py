@@ -33,9 +33,13 @@ class Regressor(L.LightningModule):
 
     def setup(self, stage: str) -> None:
         if stage == "fit":  # a loaded checkpoint keeps the statistics it was trained with
-            y = torch.as_tensor(self.trainer.datamodule.train_targets, dtype=torch.float64)
-            self.y_mean.fill_(float(y.mean()))
-            self.y_std.fill_(float(y.std()) if len(y) > 1 and float(y.std()) > 0 else 1.0)
+            self.fit_target_scaling(self.trainer.datamodule.train_targets)
+
+    def fit_target_scaling(self, train_targets) -> None:
+        """Mean and standard deviation of the training targets (1 where it is undefined)."""
+        y = torch.as_tensor(train_targets, dtype=torch.float64)
+        self.y_mean.fill_(float(y.mean()))
+        self.y_std.fill_(float(y.std()) if len(y) > 1 and float(y.std()) > 0 else 1.0)
 
     def predict_batch(self, batch: dict) -> Prediction:
         """The model's prediction as used in validation (deterministic)."""
