@@ -46,8 +46,8 @@ BOND_SMILES = [
 def test_pair_weights_are_distances_over_their_row_sum_plus_one():
     pos = torch.tensor([[0.0, 0, 0], [1, 0, 0], [3, 0, 0], [0, 0, 0], [0, 2, 0]])
     batch = torch.tensor([0, 0, 0, 1, 1])
-    weight, mask = pair_weights(pos, batch)
-    assert mask.tolist() == [[True, True, True], [True, True, False]]
+    weight, slot = pair_weights(pos, batch)
+    assert slot.tolist() == [0, 1, 2, 3, 4]  # molecule 1 in row 1 (slots 3–5), 5 padding
     torch.testing.assert_close(weight[0, 0], torch.tensor([0, 1 / 5, 3 / 5]))
     torch.testing.assert_close(weight[1], torch.tensor([[0, 2 / 3, 0], [2 / 3, 0, 0], [0, 0, 0]]))
     weight, _ = pair_weights(pos, batch, cutoff=2.5)  # atoms 0 and 2 no longer see each other

@@ -42,6 +42,8 @@ class EGNN(IGNN):
     """The IGNN with BOOM's equivariant defaults (3 blocks × 2 sublayers) and the bond push
     after each block; `encode` returns the moved coordinates with the atom vectors."""
 
+    moves_atoms = True
+
     def __init__(
         self,
         hidden: int = 64,

@@ -38,13 +38,13 @@ Deviations, all deliberate:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from rdkit import Chem
 from torch import nn
-from torch_geometric.utils import to_dense_batch
 
 from oodmol.models.backbones.tgnn import GCL
-from oodmol.models.neighbors import radius_graph
 
 BOND_FACTOR = 1.3  # RDKit's DetermineConnectivity default (covFactor), as in xyz2mol
 
@@ -53,6 +53,40 @@ def covalent_radii() -> torch.Tensor:
     """Covalent radii (Å) indexed by atomic number 0–118, from RDKit's periodic table."""
     table = Chem.GetPeriodicTable()
     return torch.tensor([table.GetRcovalent(z) for z in range(119)], dtype=torch.float32)
+
+
+class DenseLayout(NamedTuple):
+    """Where the atoms of a batch (molecules contiguous) sit in [molecules, n_max] blocks."""
+
+    slot: torch.Tensor  # each atom's index in the flattened [molecules × n_max] layout
+    first: torch.Tensor  # each molecule's first atom
+    mask: torch.Tensor  # [molecules, n_max]: True at real atoms, False at padding
+
+    @classmethod
+    def of(cls, batch: torch.Tensor) -> DenseLayout:
+        sizes = torch.bincount(batch)
+        n_max = int(sizes.max()) if len(sizes) else 0
+        first = torch.cumsum(sizes, 0) - sizes
+        slot = batch * n_max + torch.arange(len(batch), device=batch.device) - first[batch]
+        mask = torch.arange(n_max, device=batch.device) < sizes.unsqueeze(1)
+        return cls(slot, first, mask)
+
+    def dense(self, values: torch.Tensor) -> torch.Tensor:
+        """Per-atom values in [molecules, n_max, ...] blocks, zero at padding."""
+        n_molecules, n_max = self.mask.shape
+        flat = values.new_zeros(n_molecules * n_max, *values.shape[1:])
+        return flat.index_copy(0, self.slot, values).view(n_molecules, n_max, *values.shape[1:])
+
+    def pairs(self) -> torch.Tensor:
+        """[molecules, n_max, n_max]: True where both atoms are real (the diagonal too)."""
+        return self.mask.unsqueeze(2) & self.mask.unsqueeze(1)
+
+    def distances(self, pos: torch.Tensor) -> torch.Tensor:
+        """[molecules, n_max, n_max] interatomic distances, zero where padding takes part.
+        Coordinate by coordinate: 4× faster than reducing a [..., 3] difference."""
+        coordinates = self.dense(pos).unbind(-1)
+        squared = sum((x.unsqueeze(2) - x.unsqueeze(1)).square() for x in coordinates)
+        return torch.where(self.pairs(), squared.sqrt(), 0.0)
 
 
 def perceive_bonds(
@@ -66,28 +100,29 @@ def perceive_bonds(
     |r_i − r_j| < factor · (r_cov,i + r_cov,j)."""
     if z.numel() == 0:
         return torch.empty(2, 0, dtype=torch.long, device=z.device)
-    atom_radii = radii[z].to(pos.dtype)
-    reach = 2 * factor * float(atom_radii.max())
-    # no atom has more than a few dozen others within a longest possible bond
-    near = radius_graph(pos, batch, cutoff=reach, max_neighbors=64)
-    length = (pos[near[0]] - pos[near[1]]).norm(dim=-1)
-    return near[:, length < factor * (atom_radii[near[0]] + atom_radii[near[1]])]
+    layout = DenseLayout.of(batch)
+    reach = layout.dense(radii[z].to(pos.dtype))  # zero at padding: never bonded
+    bonded = layout.distances(pos) < factor * (reach.unsqueeze(2) + reach.unsqueeze(1))
+    bonded &= layout.pairs()
+    bonded.diagonal(dim1=1, dim2=2).fill_(False)
+    molecule, target, source = bonded.nonzero(as_tuple=True)
+    offset = layout.first[molecule]
+    return torch.stack([source + offset, target + offset])
 
 
 def pair_weights(
     pos: torch.Tensor, batch: torch.Tensor, cutoff: float | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BOOM's w_ij = d_ij / (1 + Σ_k d_ik) over the other atoms of each molecule (those
-    closer than `cutoff`, if given), as dense [molecules, n_max, n_max] matrices with the
-    [molecules, n_max] mask of real atoms (`batch` sorted). Dense blocks are BOOM's layout
-    and, at molecule sizes, several times faster on a CPU than gathering atom pairs."""
-    dense, mask = to_dense_batch(pos, batch)
-    distance = (dense.unsqueeze(2) - dense.unsqueeze(1)).norm(dim=-1)
-    keep = mask.unsqueeze(2) & mask.unsqueeze(1)  # the diagonal is 0 anyway
+    closer than `cutoff`, if given), as dense [molecules, n_max, n_max] matrices, with
+    each atom's slot in the flattened [molecules × n_max] layout (`batch` sorted). Dense
+    blocks are BOOM's layout and, at molecule sizes, several times faster on a CPU than
+    gathering atom pairs; padding gets zero weight."""
+    layout = DenseLayout.of(batch)
+    distance = layout.distances(pos)  # the diagonal is 0
     if cutoff is not None:
-        keep = keep & (distance < cutoff)
-    distance = torch.where(keep, distance, 0.0)
-    return distance / (1 + distance.sum(-1, keepdim=True)), mask
+        distance = torch.where(distance < cutoff, distance, 0.0)
+    return distance / (1 + distance.sum(-1, keepdim=True)), layout.slot
 
 
 class PairSum(nn.Module):
@@ -100,10 +135,12 @@ class PairSum(nn.Module):
         )
         self.norm = nn.LayerNorm(hidden)
 
-    def forward(self, h: torch.Tensor, weight: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        projected = h.new_zeros(*mask.shape, h.shape[-1])
-        projected[mask] = self.project(h)  # atoms are in molecule order, as the mask is
-        return self.norm(torch.bmm(weight, projected)[mask])
+    def forward(self, h: torch.Tensor, weight: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+        n_molecules, n_max, _ = weight.shape
+        projected = h.new_zeros(n_molecules * n_max, h.shape[-1])
+        projected = projected.index_copy(0, slot, self.project(h))
+        summed = torch.bmm(weight, projected.view(n_molecules, n_max, -1))
+        return self.norm(summed.view(n_molecules * n_max, -1).index_select(0, slot))
 
 
 class InvariantBlock(nn.Module):
@@ -122,10 +159,10 @@ class InvariantBlock(nn.Module):
         bonds: torch.Tensor,
         bond_attr: torch.Tensor,
         weight: torch.Tensor,
-        mask: torch.Tensor,
+        slot: torch.Tensor,
     ) -> torch.Tensor:
         for gcl, norm in zip(self.gcls, self.norms, strict=True):
-            h = norm(gcl(h, bonds, bond_attr) + h + self.pair_sum(h, weight, mask))
+            h = norm(gcl(h, bonds, bond_attr) + h + self.pair_sum(h, weight, slot))
         return h
 
 
@@ -136,6 +173,8 @@ class IGNN(nn.Module):
     `cutoff=None` sums over all atom pairs of a molecule (BOOM); a float keeps the pairs
     closer than it. `bond_factor` scales the covalent radii of the bond rule.
     """
+
+    moves_atoms = False  # the pair weights of the input geometry serve every block
 
     def __init__(
         self,
@@ -168,8 +207,11 @@ class IGNN(nn.Module):
         bond_length = (pos[bonds[0]] - pos[bonds[1]]).norm(dim=-1, keepdim=True)
         bond_attr = self.bond_embedding(bond_length)
         h = self.atom_embedding(z)
+        weights = None
         for block in self.blocks:
-            h = block(h, bonds, bond_attr, *pair_weights(pos, segment, self.cutoff))
+            if weights is None or self.moves_atoms:
+                weights = pair_weights(pos, segment, self.cutoff)
+            h = block(h, bonds, bond_attr, *weights)
             pos = self.move(pos, bonds)
         return h, pos
 

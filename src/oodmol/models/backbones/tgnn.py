@@ -20,15 +20,21 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch_geometric.nn import MessagePassing
+from torch.nn import functional as F
 
 
-class GCL(MessagePassing):
+class GCL(nn.Module):
     """One layer: edge MLP on [h_i ‖ h_j ‖ e_ij], summed at i; node MLP on [h_i ‖ m_i],
-    added to h_i (BOOM's `GCL` without attention, coordinates or normalisation)."""
+    added to h_i (BOOM's `GCL` without attention, coordinates or normalisation).
+
+    The edge MLP's first Linear is applied to the atoms before the gather, as
+    W [h_i ‖ h_j ‖ e_ij] = (W_i h)_i + (W_j h)_j + W_e e_ij: with about two directed bonds
+    per atom this does a third fewer multiply-adds than on the concatenated edges, and
+    the weights are those of the plain Linear(3 × hidden, hidden).
+    """
 
     def __init__(self, hidden: int) -> None:
-        super().__init__(aggr="sum")
+        super().__init__()
         self.edge_mlp = nn.Sequential(
             nn.Linear(3 * hidden, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU()
         )
@@ -39,11 +45,16 @@ class GCL(MessagePassing):
     def forward(
         self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor
     ) -> torch.Tensor:
-        m = self.propagate(edge_index, h=h, edge_attr=edge_attr)
-        return h + self.node_mlp(torch.cat([h, m], dim=1))
-
-    def message(self, h_i: torch.Tensor, h_j: torch.Tensor, edge_attr: torch.Tensor):
-        return self.edge_mlp(torch.cat([h_i, h_j, edge_attr], dim=1))
+        """Edges j → i: row 0 of `edge_index` the sources j, row 1 the targets i."""
+        source, target = edge_index
+        first = self.edge_mlp[0]
+        on_target, on_source, on_edge = first.weight.split(h.shape[-1], dim=1)
+        atom_part = F.linear(h, torch.cat([on_target, on_source]))  # [W_i h ‖ W_j h]
+        to_target, from_source = atom_part.split(h.shape[-1], dim=-1)
+        edge_part = F.linear(edge_attr, on_edge, first.bias)
+        message = self.edge_mlp[1:](to_target[target] + from_source[source] + edge_part)
+        received = h.new_zeros(h.shape).index_add_(0, target, message)
+        return h + self.node_mlp(torch.cat([h, received], dim=1))
 
 
 class TGNN(nn.Module):
