@@ -82,20 +82,22 @@ def test_dmpnn_aggregations_and_ffn():
 
 
 def test_tgnn_layer_sums_edge_messages_into_a_residual_update():
+    """The layer's regrouped arithmetic equals its definition edge by edge: the edge MLP
+    on [h_i ‖ h_j ‖ e_ij] with e_ij the embedded bond features."""
     torch.manual_seed(0)
-    layer = GCL(hidden=4)
-    h, e = torch.randn(3, 4), torch.randn(4, 4)
+    layer, embedding = GCL(hidden=4), torch.nn.Linear(3, 4)
+    h, f = torch.randn(3, 4), torch.randn(4, 3)
     edge_index = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # a path 0 - 1 - 2
     with torch.no_grad():
 
         def message(i, j, k):
-            return layer.edge_mlp(torch.cat([h[i], h[j], e[k]]))
+            return layer.edge_mlp(torch.cat([h[i], h[j], embedding(f[k])]))
 
         received = [message(0, 1, 1), message(1, 0, 0) + message(1, 2, 3), message(2, 1, 2)]
         expected = torch.stack(
             [h[i] + layer.node_mlp(torch.cat([h[i], m])) for i, m in enumerate(received)]
         )
-        torch.testing.assert_close(layer(h, edge_index, e), expected)
+        torch.testing.assert_close(layer(h, edge_index, f, embedding), expected)
 
 
 def test_tgnn_returns_atoms_for_the_readout():

@@ -75,11 +75,12 @@ def test_block_matches_booms_dense_form():
     batch = point_cloud_batch()
     pos, segment = batch["pos"].double(), batch["batch"]
     bonds = perceive_bonds(batch["z"], pos, segment, covalent_radii())
-    bond_attr = torch.randn(bonds.shape[1], 8, dtype=torch.float64)
+    bond_features = torch.randn(bonds.shape[1], 3, dtype=torch.float64)
+    bond_embedding = torch.nn.Linear(3, 8).double()
     block = InvariantBlock(hidden=8, sublayers=2).double().eval()
     h = torch.randn(len(pos), 8, dtype=torch.float64)
     with torch.no_grad():
-        ours = block(h, bonds, bond_attr, *pair_weights(pos, segment))
+        ours = block(h, bonds, bond_features, bond_embedding, *pair_weights(pos, segment))
         expected = h
         for gcl, norm in zip(block.gcls, block.norms, strict=True):
             projected = block.pair_sum.project(expected)
@@ -88,7 +89,7 @@ def test_block_matches_booms_dense_form():
                 atoms = segment == molecule
                 d = torch.cdist(pos[atoms], pos[atoms])
                 dense[atoms] = (d / (d.sum(-1, keepdim=True) + 1)) @ projected[atoms]
-            update = gcl(expected, bonds, bond_attr) + expected
+            update = gcl(expected, bonds, bond_features, bond_embedding) + expected
             expected = norm(update + block.pair_sum.norm(dense))
     torch.testing.assert_close(ours, expected)
 

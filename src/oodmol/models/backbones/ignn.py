@@ -157,12 +157,14 @@ class InvariantBlock(nn.Module):
         self,
         h: torch.Tensor,
         bonds: torch.Tensor,
-        bond_attr: torch.Tensor,
+        bond_features: torch.Tensor,
+        bond_embedding: nn.Linear,
         weight: torch.Tensor,
         slot: torch.Tensor,
     ) -> torch.Tensor:
         for gcl, norm in zip(self.gcls, self.norms, strict=True):
-            h = norm(gcl(h, bonds, bond_attr) + h + self.pair_sum(h, weight, slot))
+            bonded = gcl(h, bonds, bond_features, bond_embedding)
+            h = norm(bonded + h + self.pair_sum(h, weight, slot))
         return h
 
 
@@ -205,13 +207,12 @@ class IGNN(nn.Module):
         z, pos, segment = batch["z"], batch["pos"], batch["batch"]
         bonds = perceive_bonds(z, pos, segment, self.radii, self.bond_factor)
         bond_length = (pos[bonds[0]] - pos[bonds[1]]).norm(dim=-1, keepdim=True)
-        bond_attr = self.bond_embedding(bond_length)
         h = self.atom_embedding(z)
         weights = None
         for block in self.blocks:
             if weights is None or self.moves_atoms:
                 weights = pair_weights(pos, segment, self.cutoff)
-            h = block(h, bonds, bond_attr, *weights)
+            h = block(h, bonds, bond_length, self.bond_embedding, *weights)
             pos = self.move(pos, bonds)
         return h, pos
 
