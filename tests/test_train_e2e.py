@@ -31,6 +31,8 @@ from e2e_helpers import (
     scored_rows,
 )
 
+from oodmol.eval.results import source_commit
+
 slow = pytest.mark.slow
 COLUMNS = ["mol_id", "smiles", "set", "y_true", "y_pred"]
 METRIC_KEYS = {"n", "rmse", "mae", "r2", "spearman"}
@@ -198,6 +200,7 @@ def test_train_run_writes_its_result_files(tiny: TinyTask, model: str) -> None:
     assert metrics["n_params"] > 0
     assert metrics["train_seconds"] > 0
     assert {"python", "torch", "lightning", "rdkit"} <= set(metrics["versions"])
+    assert metrics["versions"]["oodmol_commit"] == source_commit() != "unknown"
     assert (run / "parity.png").read_bytes()[:8] == PNG_MAGIC
     assert (run / "checkpoints" / "last.ckpt").is_file()
     if model == "mlp":
