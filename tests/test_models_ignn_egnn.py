@@ -17,6 +17,7 @@ from rdkit import Chem
 from oodmol.models.backbones.egnn import EGNN, bond_push
 from oodmol.models.backbones.ignn import (
     IGNN,
+    DenseLayout,
     InvariantBlock,
     covalent_radii,
     pair_weights,
@@ -46,16 +47,33 @@ BOND_SMILES = [
 def test_pair_weights_are_distances_over_their_row_sum_plus_one():
     pos = torch.tensor([[0.0, 0, 0], [1, 0, 0], [3, 0, 0], [0, 0, 0], [0, 2, 0]])
     batch = torch.tensor([0, 0, 0, 1, 1])
-    weight, slot = pair_weights(pos, batch)
-    assert slot.tolist() == [0, 1, 2, 3, 4]  # molecule 1 in row 1 (slots 3–5), 5 padding
-    torch.testing.assert_close(weight[0, 0], torch.tensor([0, 1 / 5, 3 / 5]))
-    torch.testing.assert_close(weight[1], torch.tensor([[0, 2 / 3, 0], [2 / 3, 0, 0], [0, 0, 0]]))
-    weight, _ = pair_weights(pos, batch, cutoff=2.5)  # atoms 0 and 2 no longer see each other
-    torch.testing.assert_close(weight[0, 0], torch.tensor([0, 1 / 2, 0]))
-    torch.testing.assert_close(weight[0, 2], torch.tensor([0, 2 / 3, 0]))
+    (weight,), slot = pair_weights(pos, batch)
+    # one block of width 3, molecules by size: row 0 molecule 1, row 1 molecule 0
+    assert slot.tolist() == [3, 4, 5, 0, 1]
+    torch.testing.assert_close(weight[1, 0], torch.tensor([0, 1 / 5, 3 / 5]))
+    torch.testing.assert_close(weight[0], torch.tensor([[0, 2 / 3, 0], [2 / 3, 0, 0], [0, 0, 0]]))
+    (weight,), _ = pair_weights(pos, batch, cutoff=2.5)  # atoms 0 and 2 no longer see each other
+    torch.testing.assert_close(weight[1, 0], torch.tensor([0, 1 / 2, 0]))
+    torch.testing.assert_close(weight[1, 2], torch.tensor([0, 2 / 3, 0]))
 
 
-def test_perceived_bonds_are_the_molecules_bonds():
+def test_molecules_are_grouped_by_size_into_blocks(monkeypatch):
+    monkeypatch.setattr(DenseLayout, "GROUP", 2)
+    batch = torch.tensor([0] * 4 + [1] * 1 + [2] * 3 + [3] * 2 + [4] * 5)
+    layout = DenseLayout.of(batch)
+    assert layout.molecules.tolist() == [1, 3, 2, 0, 4]
+    assert layout.shapes == [(2, 2), (2, 4), (1, 5)]
+    assert sorted(layout.slot.tolist()) == sorted(set(layout.slot.tolist()))  # no clashes
+    values = torch.arange(len(batch), dtype=torch.float32)
+    blocks = layout.dense(values)
+    assert blocks[0].tolist() == [[4, 0], [8, 9]]
+    assert blocks[1].tolist() == [[5, 6, 7, 0], [0, 1, 2, 3]]
+    assert blocks[2].tolist() == [[10, 11, 12, 13, 14]]
+
+
+@pytest.mark.parametrize("group", [1, 4, 8])
+def test_perceived_bonds_are_the_molecules_bonds(group, monkeypatch):
+    monkeypatch.setattr(DenseLayout, "GROUP", group)
     batch = point_cloud_batch(BOND_SMILES)
     bonds = perceive_bonds(batch["z"], batch["pos"], batch["batch"], covalent_radii())
     expected, offset = set(), 0
@@ -68,9 +86,12 @@ def test_perceived_bonds_are_the_molecules_bonds():
     assert set(map(tuple, bonds.t().tolist())) == expected
 
 
-def test_block_matches_booms_dense_form():
+@pytest.mark.parametrize("group", [1, 3, 8])
+def test_block_matches_booms_dense_form(group, monkeypatch):
     """BOOM's InvariantBlock, molecule by molecule: D = cdist / (row sum + 1), then
-    h ← LN(GCL(h) + h + LN_m(D · φ(h))) per sublayer (in float64)."""
+    h ← LN(GCL(h) + h + LN_m(D · φ(h))) per sublayer (in float64), whatever the grouping
+    of molecules into dense blocks."""
+    monkeypatch.setattr(DenseLayout, "GROUP", group)
     torch.manual_seed(0)
     batch = point_cloud_batch()
     pos, segment = batch["pos"].double(), batch["batch"]

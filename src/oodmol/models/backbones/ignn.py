@@ -56,37 +56,67 @@ def covalent_radii() -> torch.Tensor:
 
 
 class DenseLayout(NamedTuple):
-    """Where the atoms of a batch (molecules contiguous) sit in [molecules, n_max] blocks."""
+    """Where the atoms of a batch (molecules contiguous) sit in dense per-molecule blocks.
 
-    slot: torch.Tensor  # each atom's index in the flattened [molecules × n_max] layout
+    Molecules are sorted by size and cut into groups of `GROUP` (fewer in the last), each
+    group padded only to its own largest molecule: padding every molecule of a batch to
+    the batch's largest left about three quarters of the pair work on padding for
+    drug-sized molecules with hydrogens. Block g is [m_g, n_g]; `slot` places each atom in
+    the concatenation of the flattened blocks.
+    """
+
+    slot: torch.Tensor  # each atom's row in the concatenated flattened blocks
+    shapes: list[tuple[int, int]]  # (molecules, width) of each block
+    masks: list[torch.Tensor]  # [m_g, n_g]: True at real atoms
+    molecules: torch.Tensor  # the molecule at each block row, blocks concatenated
     first: torch.Tensor  # each molecule's first atom
-    mask: torch.Tensor  # [molecules, n_max]: True at real atoms, False at padding
+
+    GROUP = 8
 
     @classmethod
     def of(cls, batch: torch.Tensor) -> DenseLayout:
+        device = batch.device
         sizes = torch.bincount(batch)
-        n_max = int(sizes.max()) if len(sizes) else 0
         first = torch.cumsum(sizes, 0) - sizes
-        slot = batch * n_max + torch.arange(len(batch), device=batch.device) - first[batch]
-        mask = torch.arange(n_max, device=batch.device) < sizes.unsqueeze(1)
-        return cls(slot, first, mask)
+        molecules = torch.argsort(sizes, stable=True)
+        sorted_sizes = sizes[molecules]
+        shapes, masks, row_starts = [], [], []
+        offset = 0
+        for group in sorted_sizes.split(cls.GROUP):
+            width = int(group[-1])
+            shapes.append((len(group), width))
+            masks.append(torch.arange(width, device=device) < group.unsqueeze(1))
+            row_starts.append(offset + width * torch.arange(len(group), device=device))
+            offset += len(group) * width
+        start = torch.empty_like(sizes)
+        if row_starts:
+            start[molecules] = torch.cat(row_starts)
+        slot = start[batch] + torch.arange(len(batch), device=device) - first[batch]
+        return cls(slot, shapes, masks, molecules, first)
 
-    def dense(self, values: torch.Tensor) -> torch.Tensor:
-        """Per-atom values in [molecules, n_max, ...] blocks, zero at padding."""
-        n_molecules, n_max = self.mask.shape
-        flat = values.new_zeros(n_molecules * n_max, *values.shape[1:])
-        return flat.index_copy(0, self.slot, values).view(n_molecules, n_max, *values.shape[1:])
+    def dense(self, values: torch.Tensor) -> list[torch.Tensor]:
+        """Per-atom values in [m_g, n_g, ...] blocks, zero at padding."""
+        rows = sum(m * n for m, n in self.shapes)
+        flat = values.new_zeros(rows, *values.shape[1:]).index_copy(0, self.slot, values)
+        parts = flat.split([m * n for m, n in self.shapes])
+        return [
+            part.view(m, n, *values.shape[1:])
+            for part, (m, n) in zip(parts, self.shapes, strict=True)
+        ]
 
-    def pairs(self) -> torch.Tensor:
-        """[molecules, n_max, n_max]: True where both atoms are real (the diagonal too)."""
-        return self.mask.unsqueeze(2) & self.mask.unsqueeze(1)
+    def pairs(self) -> list[torch.Tensor]:
+        """[m_g, n_g, n_g] per block: True where both atoms are real (the diagonal too)."""
+        return [mask.unsqueeze(2) & mask.unsqueeze(1) for mask in self.masks]
 
-    def distances(self, pos: torch.Tensor) -> torch.Tensor:
-        """[molecules, n_max, n_max] interatomic distances, zero where padding takes part.
+    def distances(self, pos: torch.Tensor) -> list[torch.Tensor]:
+        """[m_g, n_g, n_g] interatomic distances per block, zero where padding takes part.
         Coordinate by coordinate: 4× faster than reducing a [..., 3] difference."""
-        coordinates = self.dense(pos).unbind(-1)
-        squared = sum((x.unsqueeze(2) - x.unsqueeze(1)).square() for x in coordinates)
-        return torch.where(self.pairs(), squared.sqrt(), 0.0)
+        blocks = []
+        for block, pairs in zip(self.dense(pos), self.pairs(), strict=True):
+            coordinates = block.unbind(-1)
+            squared = sum((x.unsqueeze(2) - x.unsqueeze(1)).square() for x in coordinates)
+            blocks.append(torch.where(pairs, squared.sqrt(), 0.0))
+        return blocks
 
 
 def perceive_bonds(
@@ -101,28 +131,33 @@ def perceive_bonds(
     if z.numel() == 0:
         return torch.empty(2, 0, dtype=torch.long, device=z.device)
     layout = DenseLayout.of(batch)
-    reach = layout.dense(radii[z].to(pos.dtype))  # zero at padding: never bonded
-    bonded = layout.distances(pos) < factor * (reach.unsqueeze(2) + reach.unsqueeze(1))
-    bonded &= layout.pairs()
-    bonded.diagonal(dim1=1, dim2=2).fill_(False)
-    molecule, target, source = bonded.nonzero(as_tuple=True)
-    offset = layout.first[molecule]
-    return torch.stack([source + offset, target + offset])
+    reaches = layout.dense(radii[z].to(pos.dtype))
+    found, row_offset = [], 0
+    for distance, reach, pairs in zip(layout.distances(pos), reaches, layout.pairs(), strict=True):
+        bonded = (distance < factor * (reach.unsqueeze(2) + reach.unsqueeze(1))) & pairs
+        bonded.diagonal(dim1=1, dim2=2).fill_(False)
+        row, target, source = bonded.nonzero(as_tuple=True)
+        offset = layout.first[layout.molecules[row + row_offset]]
+        found.append(torch.stack([source + offset, target + offset]))
+        row_offset += distance.shape[0]
+    return torch.cat(found, dim=1)
 
 
 def pair_weights(
     pos: torch.Tensor, batch: torch.Tensor, cutoff: float | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[list[torch.Tensor], torch.Tensor]:
     """BOOM's w_ij = d_ij / (1 + Σ_k d_ik) over the other atoms of each molecule (those
-    closer than `cutoff`, if given), as dense [molecules, n_max, n_max] matrices, with
-    each atom's slot in the flattened [molecules × n_max] layout (`batch` sorted). Dense
-    blocks are BOOM's layout and, at molecule sizes, several times faster on a CPU than
-    gathering atom pairs; padding gets zero weight."""
+    closer than `cutoff`, if given), as dense [m_g, n_g, n_g] blocks of molecules
+    (`DenseLayout`), with each atom's slot in them (`batch` sorted). Dense blocks are
+    BOOM's layout and, at molecule sizes, several times faster on a CPU than gathering
+    atom pairs; padding gets zero weight."""
     layout = DenseLayout.of(batch)
-    distance = layout.distances(pos)  # the diagonal is 0
-    if cutoff is not None:
-        distance = torch.where(distance < cutoff, distance, 0.0)
-    return distance / (1 + distance.sum(-1, keepdim=True)), layout.slot
+    weights = []
+    for distance in layout.distances(pos):  # the diagonal is 0
+        if cutoff is not None:
+            distance = torch.where(distance < cutoff, distance, 0.0)
+        weights.append(distance / (1 + distance.sum(-1, keepdim=True)))
+    return weights, layout.slot
 
 
 class PairSum(nn.Module):
@@ -135,12 +170,16 @@ class PairSum(nn.Module):
         )
         self.norm = nn.LayerNorm(hidden)
 
-    def forward(self, h: torch.Tensor, weight: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
-        n_molecules, n_max, _ = weight.shape
-        projected = h.new_zeros(n_molecules * n_max, h.shape[-1])
-        projected = projected.index_copy(0, slot, self.project(h))
-        summed = torch.bmm(weight, projected.view(n_molecules, n_max, -1))
-        return self.norm(summed.view(n_molecules * n_max, -1).index_select(0, slot))
+    def forward(
+        self, h: torch.Tensor, weights: list[torch.Tensor], slot: torch.Tensor
+    ) -> torch.Tensor:
+        rows = [w.shape[0] * w.shape[1] for w in weights]
+        projected = h.new_zeros(sum(rows), h.shape[-1]).index_copy(0, slot, self.project(h))
+        summed = [
+            torch.bmm(w, part.view(w.shape[0], w.shape[1], -1)).flatten(0, 1)
+            for w, part in zip(weights, projected.split(rows), strict=True)
+        ]
+        return self.norm(torch.cat(summed).index_select(0, slot))
 
 
 class InvariantBlock(nn.Module):
@@ -159,12 +198,12 @@ class InvariantBlock(nn.Module):
         bonds: torch.Tensor,
         bond_features: torch.Tensor,
         bond_embedding: nn.Linear,
-        weight: torch.Tensor,
+        weights: list[torch.Tensor],
         slot: torch.Tensor,
     ) -> torch.Tensor:
         for gcl, norm in zip(self.gcls, self.norms, strict=True):
             bonded = gcl(h, bonds, bond_features, bond_embedding)
-            h = norm(bonded + h + self.pair_sum(h, weight, slot))
+            h = norm(bonded + h + self.pair_sum(h, weights, slot))
         return h
 
 
