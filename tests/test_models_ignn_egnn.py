@@ -47,12 +47,14 @@ BOND_SMILES = [
 def test_pair_weights_are_distances_over_their_row_sum_plus_one():
     pos = torch.tensor([[0.0, 0, 0], [1, 0, 0], [3, 0, 0], [0, 0, 0], [0, 2, 0]])
     batch = torch.tensor([0, 0, 0, 1, 1])
-    (weight,), slot = pair_weights(pos, batch)
+    layout = DenseLayout.of(batch)
+    (weight,) = pair_weights(layout.distances(pos))
     # one block of width 3, molecules by size: row 0 molecule 1, row 1 molecule 0
-    assert slot.tolist() == [3, 4, 5, 0, 1]
+    assert layout.slot.tolist() == [3, 4, 5, 0, 1]
     torch.testing.assert_close(weight[1, 0], torch.tensor([0, 1 / 5, 3 / 5]))
     torch.testing.assert_close(weight[0], torch.tensor([[0, 2 / 3, 0], [2 / 3, 0, 0], [0, 0, 0]]))
-    (weight,), _ = pair_weights(pos, batch, cutoff=2.5)  # atoms 0 and 2 no longer see each other
+    # with a cutoff of 2.5 Å atoms 0 and 2 no longer see each other
+    (weight,) = pair_weights(layout.distances(pos), cutoff=2.5)
     torch.testing.assert_close(weight[1, 0], torch.tensor([0, 1 / 2, 0]))
     torch.testing.assert_close(weight[1, 2], torch.tensor([0, 2 / 3, 0]))
 
@@ -75,7 +77,9 @@ def test_molecules_are_grouped_by_size_into_blocks(monkeypatch):
 def test_perceived_bonds_are_the_molecules_bonds(group, monkeypatch):
     monkeypatch.setattr(DenseLayout, "GROUP", group)
     batch = point_cloud_batch(BOND_SMILES)
-    bonds = perceive_bonds(batch["z"], batch["pos"], batch["batch"], covalent_radii())
+    layout = DenseLayout.of(batch["batch"])
+    distances = layout.distances(batch["pos"])
+    bonds = perceive_bonds(batch["z"], layout, distances, covalent_radii())
     expected, offset = set(), 0
     for smiles in BOND_SMILES:
         mol = Chem.AddHs(Chem.MolFromSmiles(smiles))  # the conformer's atom order
@@ -95,13 +99,15 @@ def test_block_matches_booms_dense_form(group, monkeypatch):
     torch.manual_seed(0)
     batch = point_cloud_batch()
     pos, segment = batch["pos"].double(), batch["batch"]
-    bonds = perceive_bonds(batch["z"], pos, segment, covalent_radii())
+    layout = DenseLayout.of(segment)
+    bonds = perceive_bonds(batch["z"], layout, layout.distances(pos), covalent_radii())
     bond_features = torch.randn(bonds.shape[1], 3, dtype=torch.float64)
     bond_embedding = torch.nn.Linear(3, 8).double()
     block = InvariantBlock(hidden=8, sublayers=2).double().eval()
     h = torch.randn(len(pos), 8, dtype=torch.float64)
     with torch.no_grad():
-        ours = block(h, bonds, bond_features, bond_embedding, *pair_weights(pos, segment))
+        weights = pair_weights(layout.distances(pos))
+        ours = block(h, bonds, bond_features, bond_embedding, weights, layout.slot)
         expected = h
         for gcl, norm in zip(block.gcls, block.norms, strict=True):
             projected = block.pair_sum.project(expected)

@@ -121,19 +121,18 @@ class DenseLayout(NamedTuple):
 
 def perceive_bonds(
     z: torch.Tensor,
-    pos: torch.Tensor,
-    batch: torch.Tensor,
+    layout: DenseLayout,
+    distances: list[torch.Tensor],
     radii: torch.Tensor,
     factor: float = BOND_FACTOR,
 ) -> torch.Tensor:
     """Bonds in both directions (edges j → i, j ≠ i): atoms of one molecule with
-    |r_i − r_j| < factor · (r_cov,i + r_cov,j)."""
+    |r_i − r_j| < factor · (r_cov,i + r_cov,j), read off the layout's `distances`."""
     if z.numel() == 0:
         return torch.empty(2, 0, dtype=torch.long, device=z.device)
-    layout = DenseLayout.of(batch)
-    reaches = layout.dense(radii[z].to(pos.dtype))
+    reaches = layout.dense(radii[z].to(distances[0].dtype))
     found, row_offset = [], 0
-    for distance, reach, pairs in zip(layout.distances(pos), reaches, layout.pairs(), strict=True):
+    for distance, reach, pairs in zip(distances, reaches, layout.pairs(), strict=True):
         bonded = (distance < factor * (reach.unsqueeze(2) + reach.unsqueeze(1))) & pairs
         bonded.diagonal(dim1=1, dim2=2).fill_(False)
         row, target, source = bonded.nonzero(as_tuple=True)
@@ -143,21 +142,17 @@ def perceive_bonds(
     return torch.cat(found, dim=1)
 
 
-def pair_weights(
-    pos: torch.Tensor, batch: torch.Tensor, cutoff: float | None = None
-) -> tuple[list[torch.Tensor], torch.Tensor]:
+def pair_weights(distances: list[torch.Tensor], cutoff: float | None = None) -> list[torch.Tensor]:
     """BOOM's w_ij = d_ij / (1 + Σ_k d_ik) over the other atoms of each molecule (those
-    closer than `cutoff`, if given), as dense [m_g, n_g, n_g] blocks of molecules
-    (`DenseLayout`), with each atom's slot in them (`batch` sorted). Dense blocks are
-    BOOM's layout and, at molecule sizes, several times faster on a CPU than gathering
-    atom pairs; padding gets zero weight."""
-    layout = DenseLayout.of(batch)
+    closer than `cutoff`, if given), from a `DenseLayout`'s distance blocks. Dense blocks
+    are BOOM's layout and, at molecule sizes, several times faster on a CPU than
+    gathering atom pairs; padding gets zero weight."""
     weights = []
-    for distance in layout.distances(pos):  # the diagonal is 0
+    for distance in distances:  # the diagonal is 0
         if cutoff is not None:
             distance = torch.where(distance < cutoff, distance, 0.0)
         weights.append(distance / (1 + distance.sum(-1, keepdim=True)))
-    return weights, layout.slot
+    return weights
 
 
 class PairSum(nn.Module):
@@ -244,14 +239,16 @@ class IGNN(nn.Module):
         """Atom vectors after the last block, and the atom positions after it (moved only
         by subclasses that update coordinates)."""
         z, pos, segment = batch["z"], batch["pos"], batch["batch"]
-        bonds = perceive_bonds(z, pos, segment, self.radii, self.bond_factor)
+        layout = DenseLayout.of(segment)  # one layout for bonds and every block
+        distances = layout.distances(pos)
+        bonds = perceive_bonds(z, layout, distances, self.radii, self.bond_factor)
         bond_length = (pos[bonds[0]] - pos[bonds[1]]).norm(dim=-1, keepdim=True)
         h = self.atom_embedding(z)
-        weights = None
-        for block in self.blocks:
-            if weights is None or self.moves_atoms:
-                weights = pair_weights(pos, segment, self.cutoff)
-            h = block(h, bonds, bond_length, self.bond_embedding, *weights)
+        weights = pair_weights(distances, self.cutoff)
+        for depth, block in enumerate(self.blocks):
+            if depth and self.moves_atoms:  # the atoms moved after the previous block
+                weights = pair_weights(layout.distances(pos), self.cutoff)
+            h = block(h, bonds, bond_length, self.bond_embedding, weights, layout.slot)
             pos = self.move(pos, bonds)
         return h, pos
 
