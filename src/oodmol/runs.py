@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from oodmol.data.datamodule import MoleculeDataModule
 
 CONFIG_KEY = "oodmol_config"
+RUN_KEY = "oodmol_run"  # the run's configuration key and identity
 
 
 def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
@@ -28,6 +29,7 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         progress=cfg.progress,
         bootstrap_seed=cfg.seed if bootstrap else None,
         max_molecules=cfg.get("max_molecules"),
+        seed=cfg.seed,
     )
 
 
@@ -67,10 +69,14 @@ def uq_module_arguments(cfg: DictConfig) -> dict:
 
 class SaveRunConfig(L.Callback):
     """Stores the resolved run config in every checkpoint, so evaluate.py can rebuild the
-    model and its data from the checkpoint alone (plain containers: loads weights-only)."""
+    model and its data from the checkpoint alone, and the run's entry (configuration key,
+    identity, budget overrides), so a resume can check it continues the same run (plain
+    containers: loads weights-only)."""
 
-    def __init__(self, cfg: DictConfig) -> None:
+    def __init__(self, cfg: DictConfig, run_entry: dict) -> None:
         self.config = OmegaConf.to_container(cfg, resolve=True)
+        self.run_entry = run_entry
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         checkpoint[CONFIG_KEY] = self.config
+        checkpoint[RUN_KEY] = self.run_entry

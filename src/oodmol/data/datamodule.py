@@ -7,10 +7,13 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
+import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from torch.utils.data import DataLoader
 
 from oodmol.data.features import FeatureSet
 from oodmol.data.featurize.base import Featurizer
+from oodmol.data.sampling import EpochShuffle
 from oodmol.data.splits.assignment import SETS, SplitAssignment
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.store import FeatureStore
@@ -40,6 +43,12 @@ class MoleculeDataModule(L.LightningDataModule):
     with replacement (same size, seeded), for bootstrap ensembles; feature and target
     statistics stay those of the whole training set, so every member reads the same
     inputs, and validation and test sets are unchanged.
+
+    Training batches are drawn in an order fixed by `seed` and the epoch (`EpochShuffle`),
+    and every loader has a random generator of its own, so that the global one serves
+    the model alone. Its `state_dict` (saved in every checkpoint) holds how far training
+    got in the current epoch; a run resumed from it goes on with the next batch that the
+    uninterrupted run would have drawn.
     """
 
     def __init__(
@@ -55,6 +64,7 @@ class MoleculeDataModule(L.LightningDataModule):
         progress: bool = True,
         bootstrap_seed: int | None = None,
         max_molecules: int | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__()
         self.task = task
@@ -68,6 +78,8 @@ class MoleculeDataModule(L.LightningDataModule):
         self.progress = progress
         self.bootstrap_seed = bootstrap_seed
         self.max_molecules = max_molecules
+        self.seed = seed
+        self.resume_position: dict[str, int] | None = None
         self.set_ids: dict[str, np.ndarray] = {}
         self.data: TaskData | None = None
         self.split: SplitAssignment | None = None
@@ -152,21 +164,43 @@ class MoleculeDataModule(L.LightningDataModule):
     def smiles(self, name: str) -> np.ndarray:
         return self.data.table.smiles[self.data.table.rows_of(self.set_ids[name])]
 
-    def _loader(self, name: str, shuffle: bool) -> DataLoader:
+    def _loader(self, name: str, sampler: EpochShuffle | None = None) -> DataLoader:
         return DataLoader(
             self.datasets[name],
-            batch_size=self.batch_size if shuffle else self.eval_batch_size,
-            shuffle=shuffle,
+            batch_size=self.batch_size if sampler is not None else self.eval_batch_size,
+            sampler=sampler,
             num_workers=self.num_workers,
             collate_fn=self.features.collate,
             persistent_workers=self.num_workers > 0,
+            generator=torch.Generator().manual_seed(self.seed),
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
+        trainer = self.trainer
+        replicas, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
+        sampler = EpochShuffle(self.datasets["train"], self.seed, replicas, rank)
+        loader = self._loader("train", sampler)
+        if self.resume_position is not None:
+            epoch, batches = self.resume_position["epoch"], self.resume_position["batches"]
+            if batches >= len(loader):  # saved at the end of an epoch
+                epoch, batches = epoch + 1, 0
+            sampler.resume_at(epoch, batches * self.batch_size)
+            self.resume_position = None
+        return loader
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("val", shuffle=False)
+        return self._loader("val")
 
     def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader(name, shuffle=False) for name in PREDICTED_SETS]
+        return [self._loader(name) for name in PREDICTED_SETS]
+
+    def state_dict(self) -> dict[str, dict[str, int]]:
+        """How far training got: the epoch, and the batches of it already trained."""
+        trainer = self.trainer
+        if trainer is None or trainer.state.fn != TrainerFn.FITTING:
+            return {}
+        progress = trainer.fit_loop.epoch_loop.batch_progress.current
+        return {"train_position": {"epoch": trainer.current_epoch, "batches": progress.processed}}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.resume_position = state_dict.get("train_position")

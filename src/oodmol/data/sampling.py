@@ -1,0 +1,46 @@
+"""The order in which training molecules are drawn, made resumable.
+
+A resumed run must draw the batches an uninterrupted run draws. PyTorch's RandomSampler
+takes each epoch's permutation from the global random generator, which the model's
+dropout also consumes, and after a restart always begins an epoch at its first batch. Here
+an epoch's order depends on the run's seed and the epoch number alone, and an epoch can
+begin part-way through, after the batches a checkpoint says were already trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sized
+
+import numpy as np
+import torch
+from torch.utils.data import DistributedSampler
+
+
+class EpochShuffle(DistributedSampler):
+    """A permutation of the training set per (seed, epoch), shared out across processes.
+
+    A `DistributedSampler` so that Lightning keeps it under DDP, where it would wrap any
+    other sampler: each of `num_replicas` processes draws every `num_replicas`-th index
+    of the epoch's permutation (the last indices repeat to make the shares equal, as in
+    `DistributedSampler`). `resume_at(epoch, skip)` starts the next iteration at index
+    `skip` of this process's share of that epoch.
+    """
+
+    def __init__(self, dataset: Sized, seed: int, num_replicas: int = 1, rank: int = 0) -> None:
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
+        self.skip = 0
+
+    def resume_at(self, epoch: int, skip: int) -> None:
+        self.set_epoch(epoch)
+        self.skip = skip
+
+    def __iter__(self) -> Iterator[int]:
+        # seeds (s, e) and (s + 1, e - 1) must not share a permutation, as they would with
+        # DistributedSampler's seed + epoch
+        state = np.random.SeedSequence([self.seed, self.epoch]).generate_state(1, np.uint64)
+        generator = torch.Generator().manual_seed(int(state[0]))
+        order = torch.randperm(len(self.dataset), generator=generator).tolist()
+        order += order[: self.total_size - len(order)]
+        share = order[self.rank : self.total_size : self.num_replicas]
+        skip, self.skip = self.skip, 0
+        return iter(share[skip:])
