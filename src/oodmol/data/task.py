@@ -15,6 +15,7 @@ from oodmol.data.dataset import load_dataset
 from oodmol.data.report import DataReport
 from oodmol.data.sources.base import Source
 from oodmol.data.sources.csv_source import CSVSource
+from oodmol.data.sources.fetch import file_digest
 from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.table import MoleculeTable
@@ -52,8 +53,20 @@ def csv_task(
     ood_size: int | float = 0.1,
     description: str = "",
     name: str | None = None,
+    checksum: str | None = None,
 ) -> Task:
-    """A BOOM-style task on a user's own CSV file, through the same validation."""
+    """A BOOM-style task on a user's own CSV file, through the same validation.
+
+    `checksum` (`sha256:<hex>`, configs/task/csv.yaml fills it in) is the content the
+    run's configuration, and so its folder, was made for: a file changed since is refused.
+    """
+    if checksum is not None:
+        actual = f"sha256:{file_digest(Path(path).expanduser(), 'sha256')}"
+        if actual != checksum:
+            raise ValueError(
+                f"task.path={path} changed since this run was configured "
+                f"({checksum} then, {actual} now); start the run again"
+            )
     stem = Path(path).stem
     source = CSVSource(
         name=f"csv-{stem}",

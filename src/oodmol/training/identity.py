@@ -1,0 +1,175 @@
+"""What makes two runs the same run: the configuration key that names a run's folder, and
+the identity a checkpoint must share with the run that resumes from it.
+
+The key hashes every setting that can change a run's result (the task and its data
+checksum, the split, the model and its hyperparameters, the uq method, `max_molecules`,
+the training budget, early stopping ...) and nothing about how or where it runs (paths,
+loggers, threads, devices, progress bars). The seed and the ensemble member are left out:
+they get folders of their own below the key, so the seeds of one configuration sit side by
+side (`runs/<task>/<split>/<model>/<key>/<seed>`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from oodmol.data.sources.fetch import file_digest
+
+KEY_LENGTH = 8
+PLACEHOLDER = "<not part of the result>"
+# top-level keys that say how a run executes, not what it computes
+EXECUTION_KEYS = frozenset(
+    {
+        "hydra",
+        "paths",
+        "logger",
+        "progress",
+        "num_workers",
+        "threads",
+        "ckpt_path",
+        "resume",
+        "train",
+        "test",
+        "optimized_metric",
+        "seed",
+    }
+)
+TRAINER_EXECUTION_KEYS = frozenset(
+    {
+        "accelerator",
+        "devices",
+        "num_nodes",
+        "strategy",
+        "sync_batchnorm",
+        "deterministic",
+        "enable_progress_bar",
+        "log_every_n_steps",
+        "default_root_dir",
+        "plugins",
+    }
+)
+# keys anywhere in the tree that hold a location, never a setting
+LOCATION_KEYS = frozenset({"dirpath", "output_dir", "save_dir"})
+# callbacks that only observe a run
+OBSERVER_CALLBACKS = frozenset({"test_evaluation"})
+
+
+def result_settings(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The resolved settings that can change a run's result (see the module docstring).
+
+    Excluded settings are replaced by a placeholder before interpolations are resolved,
+    so that a kept setting that interpolates one (the forest's `seed: ${seed}`) is the
+    same for every seed, and a location that does not exist yet (the run folder being
+    named) is never resolved."""
+    tree = OmegaConf.to_container(cfg, resolve=False) if OmegaConf.is_config(cfg) else cfg
+    tree = copy.deepcopy(dict(tree))
+    excluded = [(tree, key) for key in EXECUTION_KEYS if key in tree]
+    trainer, callbacks, uq = (tree.get(k) for k in ("trainer", "callbacks", "uq"))
+    if isinstance(trainer, dict):
+        excluded += [(trainer, k) for k in TRAINER_EXECUTION_KEYS if k in trainer]
+    if isinstance(callbacks, dict):
+        excluded += [(callbacks, k) for k, v in callbacks.items() if v is None]
+        excluded += [(callbacks, k) for k in OBSERVER_CALLBACKS if k in callbacks]
+    if isinstance(uq, dict) and "member" in uq:  # members share their run's configuration
+        excluded.append((uq, "member"))
+    excluded += _locations(tree)
+    for parent, key in excluded:
+        parent[key] = PLACEHOLDER
+    resolved = OmegaConf.to_container(OmegaConf.create(tree), resolve=True)
+    return _without_placeholders(resolved)
+
+
+def config_key(cfg: DictConfig | Mapping[str, Any]) -> str:
+    """Short hash of `result_settings`: equal keys, equal configurations."""
+    text = json.dumps(result_settings(cfg), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
+
+
+def run_identity(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """What a checkpoint and the run resuming from it must share: the task (and its data),
+    the split, the model, the seed, the uq method and member, the molecule subset.
+    Hyperparameters such as the epoch budget may differ (training on for longer)."""
+    part = {k: _resolved(cfg, k) for k in ("task", "split", "model", "uq", "seed", "max_molecules")}
+    task, uq = part["task"] or {}, part["uq"] or {}
+    return {
+        "task": task.get("name"),
+        "data": task.get("checksum") or task.get("source"),
+        "split": part["split"],
+        "model": (part["model"] or {}).get("name"),
+        "seed": part["seed"],
+        "uq": {"method": uq.get("name", "none"), "member": uq.get("member")},
+        "max_molecules": part["max_molecules"],
+    }
+
+
+def describe(identity: Mapping[str, Any]) -> str:
+    """One line naming a run: task=… split=… model=… seed=… (and uq, subset)."""
+    split = identity.get("split") or {}
+    parts = [
+        f"task={identity.get('task')}",
+        f"split={split.get('name') if isinstance(split, dict) else split}",
+        f"model={identity.get('model')}",
+        f"seed={identity.get('seed')}",
+    ]
+    uq = identity.get("uq") or {}
+    if uq.get("method", "none") != "none":
+        member = "" if uq.get("member") is None else f" member {uq['member']}"
+        parts.append(f"uq={uq['method']}{member}")
+    if identity.get("max_molecules") is not None:
+        parts.append(f"max_molecules={identity['max_molecules']}")
+    return " ".join(parts)
+
+
+def identity_differences(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[str]:
+    """Names of the identity fields in which two runs differ."""
+    return [name for name in ours if ours.get(name) != theirs.get(name)]
+
+
+def _resolved(cfg: DictConfig | Mapping[str, Any], key: str) -> Any:
+    """One top-level setting, resolved on its own (a run's location may not exist yet)."""
+    value = cfg.get(key)
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def _locations(tree: Any) -> list[tuple[dict, str]]:
+    """(parent, key) of every location setting in a nested tree."""
+    if isinstance(tree, list):
+        return [found for item in tree for found in _locations(item)]
+    if not isinstance(tree, dict):
+        return []
+    here = [(tree, k) for k in tree if k in LOCATION_KEYS]
+    return here + [found for v in tree.values() for found in _locations(v)]
+
+
+def _without_placeholders(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _without_placeholders(v) for k, v in tree.items() if v != PLACEHOLDER}
+    if isinstance(tree, list):
+        return [_without_placeholders(v) for v in tree]
+    return tree
+
+
+def _config_key_resolver(*, _root_: DictConfig) -> str:
+    return config_key(_root_)
+
+
+def file_checksum(path: str) -> str:
+    """`sha256:<hex>` of a file's content: a user's CSV task is identified by what the
+    file holds, not by where it lies."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    return f"sha256:{file_digest(file, 'sha256')}"
+
+
+# configs/hydra/default.yaml names run folders with ${oodmol.config_key:};
+# configs/task/csv.yaml records its file's content with ${oodmol.sha256:${.path}}
+OmegaConf.register_new_resolver("oodmol.config_key", _config_key_resolver, replace=True)
+OmegaConf.register_new_resolver("oodmol.sha256", file_checksum, replace=True, use_cache=True)
