@@ -18,11 +18,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+import oodmol.config  # noqa: F401 (registers the resolvers the config tree uses)
 from oodmol.data.task import load_split, load_task
 from oodmol.eval.callbacks import TestEvaluation
+from oodmol.eval.comparability import SHORTENED, coverage_flags
 from oodmol.eval.external import read_predictions, score_sets
 from oodmol.eval.results import write_results
-from oodmol.runs import CONFIG_KEY, build_datamodule, build_model
+from oodmol.runs import CONFIG_KEY, RUN_KEY, build_datamodule, build_model
 
 log = logging.getLogger("oodmol.evaluate")
 
@@ -52,6 +54,11 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
     if run.get("uq") is not None:
         info["uq"] = {"method": run.uq.name, "member": run.uq.member}
     evaluation = TestEvaluation(str(out_dir), info)
+    entry = checkpoint.get(RUN_KEY) or {}
+    shortened = entry.get("budget_overrides") or entry.get("debug")
+    evaluation.add_facts(
+        {"config_key": entry.get("config_key"), "flags": [SHORTENED] if shortened else []}
+    )
     trainer = L.Trainer(
         accelerator="cpu",
         devices=1,
@@ -82,11 +89,13 @@ def score_file(cfg: DictConfig, out_dir: Path) -> dict:
         "split": cfg.split.name,
         "model": cfg.model_name,
         "seed": cfg.seed,
+        "status": "complete",
         "split_hash": split.hash,
         "n_params": None,
         "train_seconds": None,
         "predictions_file": str(cfg.predictions),
         "coverage": report,
+        "flags": coverage_flags(report),
     }
     train_y = data.y[data.table.rows_of(split.sets["train"])]
     metrics, _ = write_results(

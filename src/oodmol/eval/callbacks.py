@@ -1,8 +1,7 @@
-"""Lightning callbacks: time the fit, and evaluate ID and OOD test sets at test end."""
+"""The test-end callback: evaluate the ID and OOD test sets and write the run's results."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import lightning as L
@@ -13,6 +12,7 @@ from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from omegaconf import OmegaConf
 
 from oodmol.data.datamodule import PREDICTED_SETS, TEST_SETS
+from oodmol.eval.comparability import data_flags, ordered
 from oodmol.eval.results import SetPredictions, std_columns, write_results
 
 VARIANCES = ("var_epistemic", "var_aleatoric")
@@ -33,16 +33,12 @@ class TestEvaluation(L.Callback):
         self.run_info = (
             OmegaConf.to_container(run_info) if OmegaConf.is_config(run_info) else dict(run_info)
         )
-        self.fit_started: float | None = None
-        self.train_seconds: float | None = None
+        self.facts: dict = {"train_seconds": None}
         self.outputs: dict[int, list[dict]] = {}
         self.metrics: dict | None = None
 
-    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.fit_started = time.perf_counter()
-
-    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.train_seconds = time.perf_counter() - self.fit_started
+    def add_facts(self, facts: dict) -> None:
+        self.facts.update(facts)
 
     def on_test_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.outputs = {i: [] for i in range(len(PREDICTED_SETS))}
@@ -72,15 +68,18 @@ class TestEvaluation(L.Callback):
             )
         if trainer.global_rank != 0:
             return
+        data = {"sizes": dm.split.sizes(), **dm.feature_facts}
         header = {
             **self.run_info,
+            "status": "complete",
             "split_hash": dm.split.hash,
             "n_params": int(pl_module.n_params()),
-            "train_seconds": self.train_seconds,
             "property": dm.task.property,
             "units": dm.task.units,
-            "data": {"sizes": dm.split.sizes(), **dm.feature_facts},
+            "data": data,
+            **self.facts,
         }
+        header["flags"] = ordered([*self.facts.get("flags", []), *data_flags(data)])
         metrics, figures = write_results(
             self.output_dir,
             sets,

@@ -87,8 +87,12 @@ def binned_r2(y_true: ArrayLike, y_pred: ArrayLike, split_value: float) -> dict[
     }
 
 
+class NonFinitePredictions(ValueError):
+    """A model predicted NaN or ±inf: it diverged, or its input broke it."""
+
+
 def check_finite_predictions(y_pred: ArrayLike, names: Sequence[str]) -> None:
-    """Raise ValueError naming the molecules whose prediction is NaN or ±inf.
+    """Raise NonFinitePredictions naming the molecules whose prediction is NaN or ±inf.
 
     A diverged model otherwise turns every metric into NaN with no hint of which inputs
     broke it. ``names`` (mol ids or SMILES) is aligned with ``y_pred``; the message lists
@@ -102,4 +106,6 @@ def check_finite_predictions(y_pred: ArrayLike, names: Sequence[str]) -> None:
         return
     shown = ", ".join(str(names[i]) for i in bad[:_MAX_NAMES_SHOWN])
     more = f", ... ({bad.size - _MAX_NAMES_SHOWN} more)" if bad.size > _MAX_NAMES_SHOWN else ""
-    raise ValueError(f"{bad.size} of {p.size} predictions are not finite (NaN/inf): {shown}{more}")
+    raise NonFinitePredictions(
+        f"{bad.size} of {p.size} predictions are not finite (NaN/inf): {shown}{more}"
+    )

@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from oodmol.eval.comparability import ordered
 from oodmol.eval.results import SetPredictions, std_columns, write_results
 from oodmol.uq.mixture import mixture
 from oodmol.uq.seeds import run_seed
 
 SET_ORDER = ("id", "ood", "val")
 # identity fields every member of one run shares
-SHARED = ("task", "split", "split_hash", "model")
+SHARED = ("task", "split", "split_hash", "model", "config_key")
 
 
 class MemberError(ValueError):
@@ -77,8 +78,10 @@ def _run_header(headers: list[dict], member_dirs: list[Path]) -> dict:
         raise MemberError(f"a member index appears twice: {indices}")
     seconds = [h.get("train_seconds") for h in headers]
     return {
-        **{field: first[field] for field in SHARED},
+        **{field: first.get(field) for field in SHARED},
+        "status": "complete",
         "seed": seeds.pop(),
+        "flags": ordered(flag for h in headers for flag in h.get("flags", [])),
         "n_params": int(sum(h.get("n_params") or 0 for h in headers)),
         "train_seconds": None if None in seconds else float(sum(seconds)),
         "property": first.get("property", first["task"]),

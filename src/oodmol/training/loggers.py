@@ -1,0 +1,74 @@
+"""Loggers whose files survive a resume: the epochs logged before an interruption stay,
+the steps logged after the checkpoint the run resumes from are dropped (the resumed run
+logs them again), and a fresh start in a folder clears what an earlier attempt left."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from lightning.fabric.loggers.logger import rank_zero_experiment
+from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
+from lightning.pytorch.loggers import TensorBoardLogger as LightningTensorBoardLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    def resume_at(self, step: int | None) -> None:
+        """Continue the log of a run resumed at global step `step`; None: a fresh start."""
+
+
+class CSVLogger(LightningCSVLogger):
+    """Lightning's CSV logger, which deletes an existing metrics.csv when it starts,
+    made to keep the rows of the steps before `resume_at(step)`."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._resume_step: int | None = None
+
+    def resume_at(self, step: int | None) -> None:
+        self._resume_step = step
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._experiment = _ContinuedWriter(self.log_dir, self._resume_step)
+        return self._experiment
+
+
+class _ContinuedWriter(ExperimentWriter):
+    """Starts from the rows of an existing metrics.csv logged before `resume_step`."""
+
+    def __init__(self, log_dir: str, resume_step: int | None) -> None:
+        self._resume_step = resume_step
+        super().__init__(log_dir)
+
+    def _check_log_dir_exists(self) -> None:
+        path = Path(self.metrics_file_path)
+        if self._resume_step is None or not path.is_file():
+            path.unlink(missing_ok=True)
+            return
+        with open(path, newline="") as file:
+            reader = csv.DictReader(file)
+            header = list(reader.fieldnames or [])
+            kept = [row for row in reader if int(float(row["step"])) < self._resume_step]
+        with open(path, "w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=header)
+            writer.writeheader()
+            writer.writerows(kept)
+        self.metrics_keys = header
+
+
+class TensorBoardLogger(LightningTensorBoardLogger):
+    """TensorBoard's own `purge_step` hides the events of the interrupted attempt from
+    the resume step on; a fresh start removes earlier event files."""
+
+    def resume_at(self, step: int | None) -> None:
+        if step is None:
+            for events in Path(self.log_dir).glob("events.out.tfevents.*"):
+                events.unlink()
+        else:
+            self._kwargs["purge_step"] = step

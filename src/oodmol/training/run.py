@@ -1,0 +1,268 @@
+"""Train and test one model into its run folder: decide what the folder allows (train,
+resume, done), fit with the callbacks that make the run trustworthy, test, and record
+how it ended: complete, failed (with the reason), or stopped by a signal."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+import lightning as L
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from omegaconf import DictConfig
+
+from oodmol.data.datamodule import MoleculeDataModule
+from oodmol.eval.callbacks import TestEvaluation
+from oodmol.eval.comparability import SHORTENED, budget_overrides
+from oodmol.eval.metrics import NonFinitePredictions
+from oodmol.eval.results import package_versions
+from oodmol.io import atomic_write_json
+from oodmol.runs import SaveRunConfig, build_datamodule, build_model
+from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
+from oodmol.training.identity import config_key, run_identity
+from oodmol.training.loggers import Resumable
+from oodmol.training.preemption import PreemptionCheckpoint, trainer_is_rank_zero
+from oodmol.training.random_state import RandomState
+from oodmol.training.record import TrainingRecord
+from oodmol.training.run_folder import (
+    CHECKPOINT_DIR,
+    LAST_CHECKPOINT,
+    METRICS_FILE,
+    RunFolderError,
+    plan_run,
+)
+
+log = logging.getLogger("oodmol.train")
+
+
+class RunFailed(RuntimeError):
+    """A run that ended without a result; its metrics.json says why."""
+
+
+def train(cfg: DictConfig) -> dict | float | None:
+    """Fit and test one model into cfg.paths.output_dir; returns its test metrics, or
+    with `optimized_metric` the value of that validation metric at the selected epoch."""
+    folder = Path(cfg.paths.output_dir)
+    run = RunCallbacks(cfg, folder)  # before anything fills in the config (model widths)
+    try:
+        plan = plan_run(folder, cfg)
+    except RunFolderError as error:
+        raise _stopped(str(error), 2) from None
+    if plan.action == "done":
+        print(plan.message, flush=True)
+        objective = plan.metrics.get("objective")
+        return objective["value"] if objective else plan.metrics
+    L.seed_everything(cfg.seed, workers=True)
+    dm = build_datamodule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    model = build_model(cfg, dm)
+    loggers = instantiate_group(cfg.logger)
+    for logger in loggers:
+        if isinstance(logger, Resumable):
+            logger.resume_at(plan.resume_step)
+    callbacks = [*instantiate_group(cfg.callbacks), *run.callbacks()]
+    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    try:
+        return run.fit_and_test(trainer, model, dm, plan.checkpoint)
+    finally:  # a multirun's next job (same process) must get a W&B run of its own
+        for logger in loggers:
+            if isinstance(logger, WandbLogger):
+                logger.experiment.finish()
+
+
+def instantiate_group(group: DictConfig | None) -> list:
+    """Instantiate every non-null entry of a config group such as callbacks or logger."""
+    return [instantiate(c) for c in (group or {}).values() if c is not None]
+
+
+class RunCallbacks:
+    """The callbacks every training run has, whatever its config, and the fit → test
+    sequence that reads them."""
+
+    def __init__(self, cfg: DictConfig, folder: Path) -> None:
+        self.cfg = cfg
+        self.folder = folder
+        self.key = config_key(cfg)
+        checkpoints = folder / CHECKPOINT_DIR
+        self.last = ModelCheckpoint(
+            dirpath=str(checkpoints),  # a Path in the checkpoint would not load weights-only
+            filename=Path(LAST_CHECKPOINT).stem,
+            monitor=None,
+            save_top_k=1,
+            every_n_epochs=1,
+            enable_version_counter=False,
+        )
+        self.record = TrainingRecord()
+        self.preemption = PreemptionCheckpoint(checkpoints / LAST_CHECKPOINT)
+        self.overrides, self.debug = _command_line()
+        run_entry = {
+            "config_key": self.key,
+            "identity": run_identity(cfg),
+            "budget_overrides": budget_overrides(self.overrides),
+            "debug": self.debug,
+        }
+        self.save_config = SaveRunConfig(cfg, run_entry)
+
+    def callbacks(self) -> list[L.Callback]:
+        return [
+            self.save_config,
+            self.record,
+            RandomState(),
+            DivergenceGuard(),
+            self.preemption,
+            self.last,
+        ]
+
+    def fit_and_test(
+        self,
+        trainer: L.Trainer,
+        model: L.LightningModule,
+        dm: MoleculeDataModule,
+        checkpoint: Path | None,
+    ) -> dict | float | None:
+        cfg = self.cfg
+        try:
+            if cfg.train:
+                trainer.fit(model, datamodule=dm, ckpt_path=checkpoint, weights_only=True)
+            if cfg.optimized_metric:  # a hyperparameter search's objective: no test set
+                return self._objective(trainer)
+            if not cfg.test:
+                return None
+            evaluation = next(c for c in trainer.callbacks if isinstance(c, TestEvaluation))
+            evaluation.add_facts(self._facts(trainer))
+            selected = _best_checkpoint(trainer) or (self.last.last_model_path or None)
+            trainer.test(model, datamodule=dm, ckpt_path=selected, weights_only=True)
+        except SIGTERMException:
+            raise self.preemption.stop(_resume_hint(self.overrides)) from None
+        except (TrainingDiverged, NonFinitePredictions) as error:
+            self._write_failure(trainer, error)
+            raise _stopped(f"[oodmol] run failed: {error}", 1) from None
+        if trainer.global_rank == 0 and evaluation.metrics:
+            summary = {s: evaluation.metrics[s] for s in ("id", "ood")}
+            log.info("test metrics:\n%s", json.dumps(summary, indent=2))
+            print(f"[oodmol] results in {evaluation.output_dir}")
+        return evaluation.metrics
+
+    def _facts(self, trainer: L.Trainer) -> dict:
+        """What metrics.json says about training: its record, budget and flags."""
+        budget = self._budget(trainer)
+        shortened = budget["overrides"] or budget["debug"] or budget["stopped_short"]
+        return {
+            "config_key": self.key,
+            "train_seconds": self.record.train_seconds,
+            "training": {**self.record.summary(), **budget, "tested": _tested(trainer)},
+            "flags": [SHORTENED] if shortened else [],
+        }
+
+    def _budget(self, trainer: L.Trainer) -> dict:
+        early = any(isinstance(c, EarlyStopping) and c.stopped_epoch > 0 for c in trainer.callbacks)
+        return {
+            "max_epochs": trainer.max_epochs,
+            "epochs_trained": trainer.current_epoch,
+            "early_stopped": early,
+            "stopped_short": trainer.current_epoch < trainer.max_epochs and not early,
+            "limit_train_batches": trainer.limit_train_batches,
+            "overrides": budget_overrides(self.overrides),
+            "debug": self.debug,
+        }
+
+    def _objective(self, trainer: L.Trainer) -> float:
+        """`optimized_metric` at the epoch the checkpoint selected, recorded in a
+        metrics.json (a search trial is complete without a test)."""
+        name = self.cfg.optimized_metric
+        checkpoint = _checkpoint_callback(trainer)
+        monitor, mode = (checkpoint.monitor, checkpoint.mode) if checkpoint else (name, "min")
+        best = self.record.best_epoch(monitor, mode)
+        if best is None or name not in best:
+            logged = sorted(
+                {k for entry in self.record.validation for k in entry} - {"epoch", "step"}
+            )
+            raise _stopped(
+                f"optimized_metric={name} is not a logged validation metric; logged: "
+                f"{sorted(logged)}",
+                2,
+            )
+        value = best[name]
+        if trainer.global_rank == 0:
+            atomic_write_json(
+                self.folder / METRICS_FILE,
+                self._header(trainer, "complete")
+                | {"objective": {"name": name, "value": value, "epoch": best["epoch"]}},
+            )
+        return value
+
+    def _write_failure(self, trainer: L.Trainer, error: Exception) -> None:
+        if trainer.global_rank != 0:
+            return
+        failure = {"kind": type(error).__name__, "message": str(error)}
+        atomic_write_json(
+            self.folder / METRICS_FILE, self._header(trainer, "failed") | {"failure": failure}
+        )
+
+    def _header(self, trainer: L.Trainer, status: str) -> dict:
+        cfg = self.cfg
+        return {
+            "task": cfg.task.name,
+            "split": cfg.split.name,
+            "model": cfg.model.name,
+            "seed": cfg.seed,
+            "uq": {"method": cfg.uq.name, "member": cfg.uq.member},
+            "status": status,
+            **self._facts(trainer),
+            "versions": package_versions(),
+        }
+
+
+def _checkpoint_callback(trainer: L.Trainer) -> ModelCheckpoint | None:
+    """The checkpoint that selects the tested model (the configured one, monitoring a
+    metric), not the run's last.ckpt."""
+    return next(
+        (c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint) and c.monitor),
+        None,
+    )
+
+
+def _best_checkpoint(trainer: L.Trainer) -> str | None:
+    selecting = _checkpoint_callback(trainer)
+    return (selecting.best_model_path or None) if selecting else None
+
+
+def _tested(trainer: L.Trainer) -> str:
+    return "best" if _best_checkpoint(trainer) else "last"
+
+
+def _command_line() -> tuple[list[str], str | None]:
+    """The run's command-line overrides and its debug config, when run by Hydra."""
+    if not HydraConfig.initialized():
+        return [], None
+    hydra = HydraConfig.get()
+    return list(hydra.overrides.task), hydra.runtime.choices.get("debug")
+
+
+def _resume_hint(overrides: list[str]) -> str:
+    """The command that resumes this run: its overrides, the folder it ran in (a custom
+    hydra.run.dir), and resume=true, quoted for a shell."""
+    kept = [o for o in overrides if not o.startswith(("resume=", "ckpt_path="))]
+    if HydraConfig.initialized():
+        kept += [o for o in HydraConfig.get().overrides.hydra if o.startswith("hydra.run.dir=")]
+    return shlex.join(["python", sys.argv[0] or "train.py", *kept, "resume=true"])
+
+
+def _stopped(message: str, code: int) -> BaseException:
+    """How a run that cannot go on ends: in a multirun an exception, so that the other
+    jobs still run (Hydra reports the failed ones); alone, the message and an exit
+    status, without a traceback."""
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        return RunFailed(message)
+    if trainer_is_rank_zero():
+        print(message, file=sys.stderr, flush=True)
+    return SystemExit(code)

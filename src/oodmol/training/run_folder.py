@@ -1,0 +1,153 @@
+"""A run folder belongs to one run. Before any work, `plan_run` reads what a folder holds
+and decides: train, resume, report that the run is already done, or refuse.
+
+| the folder holds                        | this configuration         | another one |
+|-----------------------------------------|----------------------------|-------------|
+| nothing (or an attempt that saved none) | train                      | train       |
+| a finished run (metrics.json, complete) | done: its metrics          | refuse      |
+| a failed run (metrics.json, failed)     | refuse, with its failure   | refuse      |
+| an interrupted run (last.ckpt)          | resume if asked, else refuse | refuse    |
+
+"Asked" is `resume=true`, or a job that SLURM requeued (`SLURM_RESTART_COUNT` > 0).
+
+`ckpt_path=<file>` resumes from that file whatever the folder holds, if the checkpoint
+was written by the same task, data, split, model, seed, uq method and subset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from omegaconf import DictConfig
+
+from oodmol.runs import RUN_KEY
+from oodmol.training.identity import (
+    config_key,
+    describe,
+    identity_differences,
+    run_identity,
+)
+
+METRICS_FILE = "metrics.json"
+CHECKPOINT_DIR = "checkpoints"
+LAST_CHECKPOINT = "last.ckpt"
+
+
+class RunFolderError(RuntimeError):
+    """The run cannot start here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    action: Literal["train", "resume", "done"]
+    checkpoint: Path | None = None
+    resume_step: int | None = None  # the global step training goes on from
+    metrics: dict | None = None  # of a run that is already done
+    message: str = ""
+
+
+def last_checkpoint(folder: Path) -> Path:
+    return Path(folder) / CHECKPOINT_DIR / LAST_CHECKPOINT
+
+
+def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
+    folder = Path(folder)
+    key = config_key(cfg)
+    identity = run_identity(cfg)
+    metrics_file = folder / METRICS_FILE
+    if metrics_file.is_file():
+        metrics = _read_metrics(metrics_file)
+        if metrics.get("config_key") != key:
+            raise RunFolderError(_other_run(folder, "a run", metrics.get("config_key"), key))
+        status = metrics.get("status", "complete")
+        if status == "complete":
+            summary = ", ".join(
+                f"{name.upper()} RMSE {metrics[name]['rmse']:.4g}"
+                for name in ("id", "ood")
+                if isinstance(metrics.get(name), dict) and metrics[name].get("rmse") is not None
+            )
+            return Plan(
+                "done",
+                metrics=metrics,
+                message=f"[oodmol] {folder} already holds this run, complete ({summary}): "
+                "nothing to do. Delete the folder to train it again.",
+            )
+        failure = (metrics.get("failure") or {}).get("message", "no reason recorded")
+        raise RunFolderError(
+            f"{folder} holds a {status} attempt of this run ({failure}); delete the folder "
+            "to try again"
+        )
+    if cfg.get("ckpt_path"):
+        checkpoint = Path(cfg.ckpt_path)
+        saved = read_run_entry(checkpoint)
+        check_same_run(checkpoint, saved["identity"], identity)
+        return Plan("resume", checkpoint, saved["global_step"])
+    last = last_checkpoint(folder)
+    if not last.is_file():
+        return Plan("train")
+    saved = read_run_entry(last)
+    if saved["config_key"] != key:
+        raise RunFolderError(_other_run(folder, "an interrupted run", saved["config_key"], key))
+    if cfg.get("resume") or requeued_by_slurm():
+        return Plan("resume", last, saved["global_step"])
+    raise RunFolderError(
+        f"{folder} holds an interrupted run of this configuration ({last.name}: epoch "
+        f"{saved['epoch']}, step {saved['global_step']}); continue it with resume=true, "
+        "or delete the folder to start over"
+    )
+
+
+def requeued_by_slurm() -> bool:
+    """SLURM counts a job's restarts; a requeued job goes on from its last checkpoint."""
+    return int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0
+
+
+def read_run_entry(checkpoint: Path) -> dict[str, Any]:
+    """The run entry of a checkpoint written by train.py, with its epoch and step."""
+    if not checkpoint.is_file():
+        raise RunFolderError(f"ckpt_path={checkpoint}: no such file")
+    try:
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:  # truncated, not a checkpoint, or holding code
+        raise RunFolderError(
+            f"{checkpoint} cannot be read as a checkpoint ({type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''}); delete it to start over"
+        ) from error
+    if RUN_KEY not in saved:
+        raise RunFolderError(f"{checkpoint} was not written by train.py (no {RUN_KEY!r} entry)")
+    return {**saved[RUN_KEY], "epoch": saved.get("epoch"), "global_step": saved["global_step"]}
+
+
+def check_same_run(checkpoint: Path, theirs: dict, ours: dict) -> None:
+    """Refuse a checkpoint of another task, data set, split, model, seed, uq or subset."""
+    differences = identity_differences(ours, theirs)
+    if differences:
+        raise RunFolderError(
+            f"{checkpoint} was written by a run of {describe(theirs)}; this run is "
+            f"{describe(ours)} (they differ in {', '.join(differences)}): refusing to "
+            "resume from it"
+        )
+
+
+def _read_metrics(path: Path) -> dict:
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise RunFolderError(
+            f"{path} cannot be read ({error}); delete its folder to run again"
+        ) from error
+    if not isinstance(metrics, dict):
+        raise RunFolderError(f"{path} is not a run's metrics file; delete its folder")
+    return metrics
+
+
+def _other_run(folder: Path, what: str, theirs: str | None, ours: str) -> str:
+    return (
+        f"{folder} holds {what} of another configuration (key {theirs}; this run's key is "
+        f"{ours}): refusing to mix them. Choose another hydra.run.dir or delete the folder."
+    )
