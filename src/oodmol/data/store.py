@@ -19,7 +19,8 @@ check their parent made.
 Builds run under a `filelock.FileLock` on ``<cache>.lmdb.lock``: a process that waited
 for the lock finds the finished cache and opens it instead of building it again. Files
 are written under a temporary name in the same folder, synced, and moved into place
-with `os.replace`, so a reader sees either no cache or a complete one.
+with `os.replace`, so a reader sees either no cache or a complete one; like every
+file oodmol writes, they get the umask's mode.
 """
 
 from __future__ import annotations
@@ -356,7 +357,13 @@ def _write(
     nonfinite_molecules, nonfinite_values, examples = 0, 0, []
     failed: dict[str, str] = {}
     env = lmdb.open(
-        str(tmp), subdir=False, lock=False, sync=False, metasync=False, map_size=_INITIAL_MAP_SIZE
+        str(tmp),
+        subdir=False,
+        lock=False,
+        sync=False,
+        metasync=False,
+        map_size=_INITIAL_MAP_SIZE,
+        mode=0o666,  # less the umask; py-lmdb's 0o755 (less x bits) never lets the group write
     )
     try:
         batch = []
