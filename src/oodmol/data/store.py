@@ -16,11 +16,12 @@ it (about 0.25 s for a 270 MB cache, QM9 descriptors). A file that fails any che
 reported with a warning and rebuilt. Worker processes that receive a store trust the
 check their parent made.
 
-Builds run under a `filelock.FileLock` on ``<cache>.lmdb.lock``: a process that waited
-for the lock finds the finished cache and opens it instead of building it again. Files
-are written under a temporary name in the same folder, synced, and moved into place
-with `os.replace`, so a reader sees either no cache or a complete one; like every
-file oodmol writes, they get the umask's mode.
+A complete cache opens without a lock and without writing anything, so it can sit on a
+read-only disk. Builds run under a `filelock.FileLock` on ``<cache>.lmdb.lock``
+(`oodmol.locks.build_lock`): a process that waited for the lock finds the finished cache
+and opens it instead of building it again. Files are written under a temporary name in
+the same folder, synced, and moved into place with `os.replace`, so a reader sees either
+no cache or a complete one; like every file oodmol writes, they get the umask's mode.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ from pathlib import Path
 
 import lmdb
 import numpy as np
-from filelock import FileLock, Timeout
 
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
 from oodmol.data.table import MoleculeTable
 from oodmol.io import atomic_write_json
+from oodmol.locks import build_lock
 from oodmol.parallel import available_cores, process_map
 
 FORMAT_VERSION = 1
@@ -87,7 +88,8 @@ class FeatureStore:
         stale, incomplete or damaged.
 
         `n_jobs=None` uses every core this process may run on; `n_jobs=1` featurises in
-        this process. Workers are forked (see `oodmol.parallel.process_map`).
+        this process. Workers are forked (see `oodmol.parallel.process_map`). A cache that
+        must be built in a folder this process cannot write to raises `ReadOnlyCacheError`.
         """
         identity = {
             "format": FORMAT_VERSION,
@@ -97,29 +99,17 @@ class FeatureStore:
             "params": featurizer.params(),
         }
         key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-        cache_dir = Path(cache_dir)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        path = cache_dir / f"{table.name}-{featurizer.name}-{key[:16]}.lmdb"
-
-        meta, _ = _check(path, key)
+        path = Path(cache_dir) / f"{table.name}-{featurizer.name}-{key[:16]}.lmdb"
+        meta, problem = _check(path, key)
         if meta is not None:
             return cls(path, meta)
-        lock = FileLock(f"{path}.lock")
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            log.info("waiting for another process to finish building %s", path)
-            lock.acquire()
-        try:
+        with build_lock(Path(f"{path}.lock"), f"feature cache {path} {problem or 'is missing'}"):
             meta, problem = _check(path, key)  # another process may have built it meanwhile
-            if meta is not None:
-                return cls(path, meta)
-            if problem is not None:
-                log.warning("feature cache %s %s; rebuilding it", path, problem)
-            _remove_leftovers(path)
-            meta = _build(path, key, identity, featurizer, table, n_jobs, progress)
-        finally:
-            lock.release()
+            if meta is None:
+                if problem is not None:
+                    log.warning("feature cache %s %s; rebuilding it", path, problem)
+                _remove_leftovers(path)
+                meta = _build(path, key, identity, featurizer, table, n_jobs, progress)
         return cls(path, meta)
 
     def __len__(self) -> int:
