@@ -47,7 +47,7 @@ from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput,
 from oodmol.data.table import MoleculeTable
 from oodmol.io import atomic_write_json
 from oodmol.locks import build_lock
-from oodmol.parallel import available_cores, process_map
+from oodmol.parallel import process_map, worker_count
 
 FORMAT_VERSION = 1
 META_KEY = b"__meta__"
@@ -87,9 +87,10 @@ class FeatureStore:
         """Open the cache of `featurizer` on `table`, building it first if it is absent,
         stale, incomplete or damaged.
 
-        `n_jobs=None` uses every core this process may run on; `n_jobs=1` featurises in
-        this process. Workers are forked (see `oodmol.parallel.process_map`). A cache that
-        must be built in a folder this process cannot write to raises `ReadOnlyCacheError`.
+        `n_jobs=None` uses every core this process may run on (`available_cores`), never
+        more than `oodmol.parallel.limit_cores` allows; `n_jobs=1` featurises in this
+        process. Workers are forked (see `oodmol.parallel.process_map`). A cache that must
+        be built in a folder this process cannot write to raises `ReadOnlyCacheError`.
         """
         identity = {
             "format": FORMAT_VERSION,
@@ -341,7 +342,7 @@ def _write(
     order = sorted(range(len(keys)), key=keys.__getitem__)  # LMDB appends in key order
     mol_ids = table.mol_id[order].tolist()
     jobs = zip(mol_ids, inputs_of(table, np.asarray(order)), strict=True)
-    n_jobs = min(n_jobs or available_cores(), max(len(keys), 1))
+    n_jobs = min(worker_count(n_jobs), max(len(keys), 1))
     started = time.perf_counter()
     log.info("featurising %s with %s on %d cores", table.name, featurizer.name, n_jobs)
     nonfinite_molecules, nonfinite_values, examples = 0, 0, []
