@@ -1,5 +1,5 @@
-"""One way to run per-molecule work across cores, with a progress bar, and one place that
-bounds how many cores and threads a run uses (`threads=N`)."""
+"""One way to run per-molecule work across cores, with a progress bar; one place that
+bounds how many cores and threads a run uses (`threads=N`); this process's rank."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
+from lightning_utilities.core.rank_zero import rank_zero_only
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
@@ -24,6 +25,8 @@ THREAD_VARIABLES = (
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
+# Where launchers put a process's rank, in the order Lightning reads them.
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
 
 _core_cap: int | None = None
 
@@ -65,6 +68,19 @@ def worker_count(n_jobs: int | None) -> int:
     an explicit request too stays within `limit_cores`'s cap."""
     n = n_jobs or available_cores()
     return n if _core_cap is None else min(n, _core_cap)
+
+
+def global_rank() -> int:
+    """This process's rank in a distributed run (0 outside one): Lightning's, once it has
+    set it, else the launcher's environment; read without importing Lightning, which
+    takes seconds."""
+    rank = getattr(rank_zero_only, "rank", None)
+    if rank is not None:
+        return int(rank)
+    for name in _RANK_VARIABLES:
+        if name in os.environ:
+            return int(os.environ[name])
+    return 0
 
 
 def process_map(

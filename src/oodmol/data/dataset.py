@@ -18,9 +18,11 @@ from oodmol.data.table import Geometry, MoleculeTable
 from oodmol.data.validate import validate
 from oodmol.io import atomic_write_dir, atomic_write_json
 from oodmol.locks import build_lock
+from oodmol.parallel import global_rank
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
+_printed: set[str] = set()  # the data sets whose summary line this process printed
 
 
 def load_dataset(
@@ -30,7 +32,8 @@ def load_dataset(
 
     The cache is keyed by the raw content, the validation settings and the RDKit
     version (canonical SMILES can change between RDKit releases). A current cache is read
-    without a lock or any write (it may sit on a read-only disk).
+    without a lock or any write (it may sit on a read-only disk); the report's summary
+    line is printed once per process.
     """
     data_dir = Path(data_dir)
     key = _cache_key(source, data_dir)
@@ -38,8 +41,17 @@ def load_dataset(
     cached, problem = _open(folder, key)
     if cached is None:
         cached = _build(source, data_dir, folder, key, problem, progress)
-    print(cached[1].summary_line())
+    print_once(str(folder), cached[1].summary_line())
     return cached
+
+
+def print_once(key: str, line: str) -> None:
+    """Print `line` the first time this process sees `key`, on global rank 0 only: a run
+    loads its data from several hooks (prepare_data, setup), in every DDP process."""
+    if key in _printed or global_rank() != 0:
+        return
+    _printed.add(key)
+    print(line)
 
 
 def _build(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from oodmol.data.dataset import load_dataset
+from oodmol.data.dataset import load_dataset, print_once
 from oodmol.data.report import DataReport
 from oodmol.data.sources.base import Source
 from oodmol.data.sources.csv_source import CSVSource
@@ -121,7 +121,7 @@ def load_task(task: Task, data_dir: Path, progress: bool = True) -> TaskData:
     )
     report.n_kept = len(table)
     if len(keep) < len(y):
-        print(report.summary_line())
+        print_once(f"{data_dir}/{task.name}/{table.version}", report.summary_line())
     return TaskData(task, table, dataset, report)
 
 
