@@ -30,7 +30,8 @@ class MoleculeDataModule(L.LightningDataModule):
     """Train, validation, ID-test and OOD-test loaders of a task.
 
     `prepare_data` (one process) validates the data set, writes the split file and
-    builds the feature cache; `setup` (every process) only reads them. Target statistics
+    builds the feature cache, once however often it is called; `setup` (every process)
+    only reads them, or reuses what `prepare_data` loaded in this process. Target statistics
     and feature statistics come from the training set alone.
 
     Molecules the featuriser could not represent (a 3D conformer that could not be
@@ -83,24 +84,29 @@ class MoleculeDataModule(L.LightningDataModule):
         self.set_ids: dict[str, np.ndarray] = {}
         self.data: TaskData | None = None
         self.split: SplitAssignment | None = None
+        self.store: FeatureStore | None = None
         self.datasets: dict = {}
 
     def prepare_data(self) -> None:
-        data = load_task(self.task, self.data_dir, self.progress)
-        load_split(data, self.splitter, self.data_dir)
-        self._store(data)
+        # Called by train.py and again by Lightning's fit and test: the work is done once.
+        if self.store is None:
+            self._load(self.progress)
 
-    def _store(self, data: TaskData) -> FeatureStore:
-        return FeatureStore.build_or_open(
-            self.featurizer, data.dataset, self.data_dir / "features", progress=self.progress
+    def _load(self, progress: bool) -> None:
+        """The task's data, split and feature cache (built, where missing, by this
+        process), kept for `setup` in the same process."""
+        self.data = load_task(self.task, self.data_dir, progress)
+        self.split = load_split(self.data, self.splitter, self.data_dir)
+        self.store = FeatureStore.build_or_open(
+            self.featurizer, self.data.dataset, self.data_dir / "features", progress=progress
         )
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
             return
-        self.data = load_task(self.task, self.data_dir, progress=False)
-        self.split = load_split(self.data, self.splitter, self.data_dir)
-        store = self._store(self.data)
+        if self.store is None:  # a process where prepare_data did not run (DDP ranks)
+            self._load(progress=False)
+        store = self.store
         left_out = self._select_molecules(store)
         feature_facts = self.features.fit(store, self.set_ids["train"])
         for name in SETS:

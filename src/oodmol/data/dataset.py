@@ -5,23 +5,24 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import rdkit
-from filelock import FileLock
 
 from oodmol.data.report import DataReport
 from oodmol.data.sources.base import Source
 from oodmol.data.table import Geometry, MoleculeTable
 from oodmol.data.validate import validate
 from oodmol.io import atomic_write_dir, atomic_write_json
+from oodmol.locks import build_lock
+from oodmol.parallel import global_rank
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
+_printed: set[str] = set()  # the data sets whose summary line this process printed
 
 
 def load_dataset(
@@ -30,22 +31,46 @@ def load_dataset(
     """The validated table of a source and its report, from the cache when it is current.
 
     The cache is keyed by the raw content, the validation settings and the RDKit
-    version (canonical SMILES can change between RDKit releases).
+    version (canonical SMILES can change between RDKit releases). A current cache is read
+    without a lock or any write (it may sit on a read-only disk); the report's summary
+    line is printed once per process.
     """
     data_dir = Path(data_dir)
     key = _cache_key(source, data_dir)
     folder = data_dir / "tables" / f"{source.name}-{key}"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(folder) + ".lock"):
-        cached = _open(folder, key)
-        if cached is None:
-            raw = source.read(data_dir)
-            table, report = validate(raw, source.elements, progress=progress)
-            atomic_write_dir(folder, lambda tmp: _write(tmp, key, table, report))
-            cached = _open(folder, key)
-            if cached is None:
-                raise RuntimeError(f"data set cache {folder} could not be read back")
-    print(cached[1].summary_line())
+    cached, problem = _open(folder, key)
+    if cached is None:
+        cached = _build(source, data_dir, folder, key, problem, progress)
+    print_once(str(folder), cached[1].summary_line())
+    return cached
+
+
+def print_once(key: str, line: str) -> None:
+    """Print `line` the first time this process sees `key`, on global rank 0 only: a run
+    loads its data from several hooks (prepare_data, setup), in every DDP process."""
+    if key in _printed or global_rank() != 0:
+        return
+    _printed.add(key)
+    print(line)
+
+
+def _build(
+    source: Source, data_dir: Path, folder: Path, key: str, problem: str | None, progress: bool
+) -> tuple[MoleculeTable, DataReport]:
+    """Validate the source into the cache `folder` under its build lock, unless another
+    process has done it meanwhile."""
+    with build_lock(Path(f"{folder}.lock"), f"data set cache {folder} {problem or 'is missing'}"):
+        cached, problem = _open(folder, key)
+        if cached is not None:
+            return cached
+        if problem is not None:
+            log.warning("data set cache %s %s; rebuilding it", folder, problem)
+        raw = source.read(data_dir)
+        table, report = validate(raw, source.elements, progress=progress)
+        atomic_write_dir(folder, lambda tmp: _write(tmp, key, table, report))
+        cached, problem = _open(folder, key)
+    if cached is None:
+        raise RuntimeError(f"data set cache {folder} could not be read back: it {problem}")
     return cached
 
 
@@ -77,10 +102,11 @@ def _write(folder: Path, key: str, table: MoleculeTable, report: DataReport) -> 
     atomic_write_json(folder / "meta.json", {"key": key, "version": table.version})
 
 
-def _open(folder: Path, key: str) -> tuple[MoleculeTable, DataReport] | None:
-    """The cached table, or None (with a warning) if it is absent, stale or damaged."""
+def _open(folder: Path, key: str) -> tuple[tuple[MoleculeTable, DataReport] | None, str | None]:
+    """The cached table and report, or None and what is wrong with the cache (None when
+    there is none). Reads only: a damaged folder is replaced by the next build."""
     if not folder.exists():
-        return None
+        return None, None
     try:
         meta = json.loads((folder / "meta.json").read_text())
         if meta["key"] != key:
@@ -105,7 +131,5 @@ def _open(folder: Path, key: str) -> tuple[MoleculeTable, DataReport] | None:
             raise ValueError("content hash differs from the one recorded at build time")
         report = DataReport.from_dict(json.loads((folder / "report.json").read_text()))
     except Exception as error:  # any damage means: rebuild, never a wrong answer
-        log.warning("data set cache %s is unusable (%s); rebuilding it", folder, error)
-        shutil.rmtree(folder, ignore_errors=True)
-        return None
-    return table, report
+        return None, f"is damaged ({error!r})"
+    return (table, report), None

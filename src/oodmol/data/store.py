@@ -16,10 +16,12 @@ it (about 0.25 s for a 270 MB cache, QM9 descriptors). A file that fails any che
 reported with a warning and rebuilt. Worker processes that receive a store trust the
 check their parent made.
 
-Builds run under a `filelock.FileLock` on ``<cache>.lmdb.lock``: a process that waited
-for the lock finds the finished cache and opens it instead of building it again. Files
-are written under a temporary name in the same folder, synced, and moved into place
-with `os.replace`, so a reader sees either no cache or a complete one.
+A complete cache opens without a lock and without writing anything, so it can sit on a
+read-only disk. Builds run under a `filelock.FileLock` on ``<cache>.lmdb.lock``
+(`oodmol.locks.build_lock`): a process that waited for the lock finds the finished cache
+and opens it instead of building it again. Files are written under a temporary name in
+the same folder, synced, and moved into place with `os.replace`, so a reader sees either
+no cache or a complete one; like every file oodmol writes, they get the umask's mode.
 """
 
 from __future__ import annotations
@@ -40,12 +42,12 @@ from pathlib import Path
 
 import lmdb
 import numpy as np
-from filelock import FileLock, Timeout
 
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
 from oodmol.data.table import MoleculeTable
 from oodmol.io import atomic_write_json
-from oodmol.parallel import available_cores, process_map
+from oodmol.locks import build_lock
+from oodmol.parallel import process_map, worker_count
 
 FORMAT_VERSION = 1
 META_KEY = b"__meta__"
@@ -85,8 +87,10 @@ class FeatureStore:
         """Open the cache of `featurizer` on `table`, building it first if it is absent,
         stale, incomplete or damaged.
 
-        `n_jobs=None` uses every core this process may run on; `n_jobs=1` featurises in
-        this process. Workers are forked (see `oodmol.parallel.process_map`).
+        `n_jobs=None` uses every core this process may run on (`available_cores`), never
+        more than `oodmol.parallel.limit_cores` allows; `n_jobs=1` featurises in this
+        process. Workers are forked (see `oodmol.parallel.process_map`). A cache that must
+        be built in a folder this process cannot write to raises `ReadOnlyCacheError`.
         """
         identity = {
             "format": FORMAT_VERSION,
@@ -96,29 +100,17 @@ class FeatureStore:
             "params": featurizer.params(),
         }
         key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-        cache_dir = Path(cache_dir)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        path = cache_dir / f"{table.name}-{featurizer.name}-{key[:16]}.lmdb"
-
-        meta, _ = _check(path, key)
+        path = Path(cache_dir) / f"{table.name}-{featurizer.name}-{key[:16]}.lmdb"
+        meta, problem = _check(path, key)
         if meta is not None:
             return cls(path, meta)
-        lock = FileLock(f"{path}.lock")
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            log.info("waiting for another process to finish building %s", path)
-            lock.acquire()
-        try:
+        with build_lock(Path(f"{path}.lock"), f"feature cache {path} {problem or 'is missing'}"):
             meta, problem = _check(path, key)  # another process may have built it meanwhile
-            if meta is not None:
-                return cls(path, meta)
-            if problem is not None:
-                log.warning("feature cache %s %s; rebuilding it", path, problem)
-            _remove_leftovers(path)
-            meta = _build(path, key, identity, featurizer, table, n_jobs, progress)
-        finally:
-            lock.release()
+            if meta is None:
+                if problem is not None:
+                    log.warning("feature cache %s %s; rebuilding it", path, problem)
+                _remove_leftovers(path)
+                meta = _build(path, key, identity, featurizer, table, n_jobs, progress)
         return cls(path, meta)
 
     def __len__(self) -> int:
@@ -350,13 +342,19 @@ def _write(
     order = sorted(range(len(keys)), key=keys.__getitem__)  # LMDB appends in key order
     mol_ids = table.mol_id[order].tolist()
     jobs = zip(mol_ids, inputs_of(table, np.asarray(order)), strict=True)
-    n_jobs = min(n_jobs or available_cores(), max(len(keys), 1))
+    n_jobs = min(worker_count(n_jobs), max(len(keys), 1))
     started = time.perf_counter()
     log.info("featurising %s with %s on %d cores", table.name, featurizer.name, n_jobs)
     nonfinite_molecules, nonfinite_values, examples = 0, 0, []
     failed: dict[str, str] = {}
     env = lmdb.open(
-        str(tmp), subdir=False, lock=False, sync=False, metasync=False, map_size=_INITIAL_MAP_SIZE
+        str(tmp),
+        subdir=False,
+        lock=False,
+        sync=False,
+        metasync=False,
+        map_size=_INITIAL_MAP_SIZE,
+        mode=0o666,  # less the umask; py-lmdb's 0o755 (less x bits) never lets the group write
     )
     try:
         batch = []

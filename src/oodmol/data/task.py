@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 
-from oodmol.data.dataset import load_dataset
+from oodmol.data.dataset import load_dataset, print_once
 from oodmol.data.report import DataReport
 from oodmol.data.sources.base import Source
 from oodmol.data.sources.csv_source import CSVSource
@@ -19,6 +18,7 @@ from oodmol.data.sources.fetch import file_digest
 from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.table import MoleculeTable
+from oodmol.locks import build_lock
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def load_task(task: Task, data_dir: Path, progress: bool = True) -> TaskData:
     )
     report.n_kept = len(table)
     if len(keep) < len(y):
-        print(report.summary_line())
+        print_once(f"{data_dir}/{task.name}/{table.version}", report.summary_line())
     return TaskData(task, table, dataset, report)
 
 
@@ -148,18 +148,31 @@ def load_split(data: TaskData, splitter: Splitter, data_dir: Path) -> SplitAssig
     """The task's persisted split, computed and written once (under a lock) if absent.
 
     Keyed by the task table's content and the split settings, so every model reads the
-    same file; a damaged file is recomputed, never trusted.
+    same file; a damaged file is recomputed, never trusted. A good file is read without
+    a lock or any write (it may sit on a read-only disk).
     """
     path = split_path(data, splitter, data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
-        if path.exists():
-            try:
-                return SplitAssignment.read(path)
-            except Exception as error:
-                log.warning("split file %s is unusable (%s); recomputing it", path, error)
+    split, problem = _read_split(path)
+    if split is not None:
+        return split
+    with build_lock(Path(f"{path}.lock"), f"split file {path} {problem or 'is missing'}"):
+        split, problem = _read_split(path)  # another process may have written it meanwhile
+        if split is not None:
+            return split
+        if problem is not None:
+            log.warning("split file %s %s; recomputing it", path, problem)
         split = splitter.split(data.table, data.task.target)
         split.check_no_leakage(data.table)
         split.info.update({"task": data.task.name, "table_version": data.table.version})
         split.write(path)
     return split
+
+
+def _read_split(path: Path) -> tuple[SplitAssignment | None, str | None]:
+    """The split in `path`, or None and what is wrong with the file (None when absent)."""
+    if not path.exists():
+        return None, None
+    try:
+        return SplitAssignment.read(path), None
+    except Exception as error:  # any damage means: recompute, never a wrong split
+        return None, f"is unusable ({error!r})"
