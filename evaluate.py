@@ -24,6 +24,7 @@ from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.comparability import SHORTENED, coverage_flags
 from oodmol.eval.external import read_predictions, score_sets
 from oodmol.eval.results import write_results
+from oodmol.parallel import limit_threads
 from oodmol.runs import CONFIG_KEY, RUN_KEY, build_datamodule, build_model
 
 log = logging.getLogger("oodmol.evaluate")
@@ -106,6 +107,8 @@ def score_file(cfg: DictConfig, out_dir: Path) -> dict:
 
 @hydra.main(config_path="configs", config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
+    if cfg.threads:
+        limit_threads(cfg.threads)
     if (cfg.ckpt_path is None) == (cfg.predictions is None):
         raise ValueError("give exactly one of ckpt_path=<file.ckpt> or predictions=<file.csv>")
     out_dir = Path(HydraConfig.get().runtime.output_dir)

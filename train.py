@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hydra
-import torch
 from omegaconf import DictConfig
 
+from oodmol.parallel import limit_threads
 from oodmol.training.run import train
 from oodmol.uq.members import run_members
 
@@ -14,7 +14,7 @@ from oodmol.uq.members import run_members
 def main(cfg: DictConfig) -> dict | float | None:
     """One model, or the members of an ensemble (`uq.members`) and their combination."""
     if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+        limit_threads(cfg.threads)
     return run_members(cfg, train)
 
 
