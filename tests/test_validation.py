@@ -16,7 +16,7 @@ from rdkit import Chem
 
 from oodmol.data.report import DataReport
 from oodmol.data.sources.base import RawData
-from oodmol.data.sources.csv_source import CSVSource
+from oodmol.data.sources.csv_source import CSVSource, DataFileError
 from oodmol.data.table import Geometry
 from oodmol.data.task import Task, load_task
 from oodmol.data.validate import validate
@@ -238,3 +238,64 @@ def test_user_csv_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     path.write_bytes("\ufeffsmiles,y\nCCO,1.0\n".encode())
     raw = CSVSource("excel", [str(path)], target_columns=["y"]).read(tmp_path)
     assert raw.smiles == ["CCO"]
+
+
+# ------------------------------------------------------------------ unreadable files
+
+
+def _read(path: Path, target_columns: list[str], smiles_column: str = "smiles") -> None:
+    CSVSource("mine", [str(path)], smiles_column, target_columns).read(path.parent)
+
+
+@pytest.mark.parametrize(
+    ("header", "missing"),
+    [("smiles,logS", "'y'"), ("SMILES,y", "'smiles'"), ("name,logS", "'smiles', 'y'")],
+)
+def test_missing_column_is_named_with_the_files_columns(make_csv, header, missing) -> None:
+    """A SMILES or target column the file lacks is named, next to the columns it has."""
+    path = make_csv("mine.csv", header, ["CCO,1.0"])
+    with pytest.raises(DataFileError) as error:
+        _read(path, ["y"])
+    message = str(error.value)
+    assert message.startswith(f"{path}: no column {missing} ")
+    assert f"the file's columns are {header.split(',')}" in message
+
+
+def test_target_column_in_no_file_of_a_two_file_source_is_named(make_csv) -> None:
+    """Each file may hold some of the target columns, but each column must be somewhere."""
+    a = make_csv("a.csv", "smiles,a", ["CCO,1"])
+    b = make_csv("b.csv", "smiles,a2,c", ["CCO,2,3"])
+    source = CSVSource("two", [str(a), str(b)], target_columns=["a", "a2", "b"])
+    with pytest.raises(DataFileError, match=r"no file has the target column\(s\) \['b'\]") as e:
+        source.read(a.parent)
+    assert f"{a} has ['smiles', 'a']; {b} has ['smiles', 'a2', 'c']" in str(e.value)
+
+
+@pytest.mark.parametrize(("delimiter", "name"), [(";", "semicolon"), ("\t", "tab")])
+def test_other_delimiter_gets_a_hint(make_csv, delimiter: str, name: str) -> None:
+    path = make_csv("mine.csv", f"smiles{delimiter}y", [f"CCO{delimiter}1,5"])
+    with pytest.raises(DataFileError) as error:
+        _read(path, ["y"])
+    message = str(error.value)
+    assert message.startswith(str(path))
+    assert f"looks {name}-delimited, but it must be comma-separated" in message
+
+
+def test_file_that_is_not_utf8_names_line_and_byte(tmp_path: Path) -> None:
+    """A Latin-1 file fails naming the line and byte of the first non-UTF-8 byte,
+    raised without the UnicodeDecodeError attached."""
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("smiles,y,name\nCCO,1.0,ethanol\nCCN,2.0,café\n".encode("latin-1"))
+    with pytest.raises(DataFileError) as error:
+        _read(path, ["y"])
+    assert str(error.value).startswith(f"{path} line 3: byte 12 (0xe9) is not UTF-8; save")
+    assert error.value.__cause__ is None and error.value.__suppress_context__
+
+
+def test_non_utf8_byte_past_the_read_ahead_is_placed_on_its_line(tmp_path: Path) -> None:
+    """Far beyond the text stream's first chunk, the line number is still the file's."""
+    rows = [f"{'C' * (k % 7 + 1)},{k}" for k in range(3000)]
+    path = tmp_path / "long.csv"
+    path.write_bytes(("\n".join(["smiles,y", *rows, "CCO,\xb5"]) + "\n").encode("latin-1"))
+    with pytest.raises(DataFileError, match=r"line 3002: byte 5 \(0xb5\) is not UTF-8"):
+        _read(path, ["y"])
