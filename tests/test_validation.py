@@ -33,7 +33,7 @@ ROWS = [
     "CCCC,nan",  # 5: NaN target (likewise, and not an unreadable cell)
     "",  # 6: blank line (line 8)
     ",4.0",  # 7: empty SMILES (line 9)
-    "OCC,5.0",  # 8: the structure of mol 0 written differently
+    "OCC,5.0",  # 8: the structure of mol 0 written differently, with another target
     "C[NH3+].CC(=O)[O-],6.0",  # 9: a CHNO salt: two fragments, kept
     "CC(=O)[O-].[Na+],6.5",  # 10: a sodium salt: two fragments, Na outside CHNO
     "CCCl,7.0",  # 11: Cl outside CHNO
@@ -80,7 +80,9 @@ def test_validation_report_names_every_bad_row(bad_csv: Path) -> None:
         ("unreadable", "non-numeric y value"): ["mol 4 (line 6): 'abc'"],
         ("dropped", "blank line"): ["bad.csv line 8"],
         ("dropped", "empty SMILES"): ["bad.csv line 9"],
-        ("dropped", "duplicate structure"): ["mol 8: same as mol 0"],
+        ("dropped", "duplicate structure with a different target"): [
+            "mol 8: same as mol 0; y 1.0 (mol 0) vs 5.0 (mol 8)"
+        ],
         ("kept", "several fragments"): [
             "mol 9: CC(=O)[O-].C[NH3+]",
             "mol 10: CC(=O)[O-].[Na+]",
@@ -125,7 +127,7 @@ def test_summary_line_has_the_counts(bad_csv: Path) -> None:
     line = report.summary_line()
     assert "bad: read 13, kept 6" in line
     assert "1 dropped (unparseable SMILES)" in line
-    assert "1 dropped (duplicate structure)" in line
+    assert "1 dropped (duplicate structure with a different target)" in line
     assert "2 dropped (element outside" in line
     assert "1 unreadable (non-numeric y value)" in line
 
@@ -164,6 +166,53 @@ def test_task_report_shows_the_target_value_plainly(bad_csv: Path, data_dir: Pat
     task = Task("bad-y", source, "y", "y", "", False, "", 0.1)
     report = load_task(task, data_dir, progress=False).report
     assert _finding(report, "dropped", "non-finite y").examples[0] == "mol 3: nan"
+
+
+def test_duplicates_with_different_targets_are_reported_apart() -> None:
+    """Repeats of a structure are dropped and the lowest id kept; a repeat whose targets
+    differ in any column (NaN against a number too) is a conflict, shown with both values
+    and both ids; equal values, NaN and NaN included, are a plain duplicate."""
+    nan = float("nan")
+    raw = RawData(
+        mol_id=np.array([3, 5, 8, 9, 12, 14, 20], dtype=np.int64),
+        smiles=["CCO", "OCC", "C(C)O", "c1ccccc1", "C1=CC=CC=C1", "CCN", "NCC"],
+        targets={
+            "a": np.array([1.0, 1.0, 1.5, 2.0, 2.0, nan, nan]),
+            "b": np.array([7.0, 7.0, 7.0, nan, 4.0, 0.5, 0.5]),
+        },
+        geometry=None,
+        report=DataReport("dups", n_read=7),
+    )
+    table, report = validate(raw, None, progress=False)
+    assert table.mol_id.tolist() == [3, 9, 14]
+    assert table.targets["a"][0] == 1.0 and np.isnan(table.targets["b"][1])
+    plain = _finding(report, "dropped", "duplicate structure")
+    assert plain.examples == ["mol 5: same as mol 3", "mol 20: same as mol 14"]
+    conflict = _finding(report, "dropped", "duplicate structure with a different target")
+    assert conflict.examples == [
+        "mol 8: same as mol 3; a 1.0 (mol 3) vs 1.5 (mol 8)",
+        "mol 12: same as mol 9; b nan (mol 9) vs 4.0 (mol 12)",
+    ]
+    assert (report.n_read, report.n_kept, report.n_dropped) == (7, 3, 4)
+    line = report.summary_line()
+    assert "2 dropped (duplicate structure);" in line
+    assert "2 dropped (duplicate structure with a different target)" in line
+
+
+def test_conflicting_duplicate_names_every_column_that_differs() -> None:
+    raw = RawData(
+        mol_id=np.array([0, 1], dtype=np.int64),
+        smiles=["CCO", "OCC"],
+        targets={"density": np.array([1.25, 1.5]), "hof": np.array([-3.0, -2.5])},
+        geometry=None,
+        report=DataReport("two columns", n_read=2),
+    )
+    _, report = validate(raw, None, progress=False)
+    finding = _finding(report, "dropped", "duplicate structure with a different target")
+    assert finding.examples == [
+        "mol 1: same as mol 0; density 1.25 (mol 0) vs 1.5 (mol 1); "
+        "hof -3.0 (mol 0) vs -2.5 (mol 1)"
+    ]
 
 
 def _raw(smiles: list[str], numbers: list[list[int]]) -> RawData:
