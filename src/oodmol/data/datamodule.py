@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 from pathlib import Path
 
 import lightning as L
@@ -11,7 +12,7 @@ from torch.utils.data import DataLoader
 
 from oodmol.data.features import FeatureSet
 from oodmol.data.featurize.base import Featurizer
-from oodmol.data.splits.assignment import SETS, SplitAssignment
+from oodmol.data.splits.assignment import SETS, EmptySetError, SplitAssignment, empty_sets
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import Task, TaskData, load_split, load_task
@@ -67,7 +68,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.progress = progress
         self.bootstrap_seed = bootstrap_seed
-        self.max_molecules = max_molecules
+        self.max_molecules = _checked_max_molecules(max_molecules)
         self.set_ids: dict[str, np.ndarray] = {}
         self.data: TaskData | None = None
         self.split: SplitAssignment | None = None
@@ -90,6 +91,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self.split = load_split(self.data, self.splitter, self.data_dir)
         store = self._store(self.data)
         left_out = self._select_molecules(store)
+        self._check_no_empty_set(left_out)
         feature_facts = self.features.fit(store, self.set_ids["train"])
         for name in SETS:
             ids = self.set_ids[name]
@@ -138,6 +140,29 @@ class MoleculeDataModule(L.LightningDataModule):
             left_out["examples"] = examples
         return left_out
 
+    def _check_no_empty_set(self, left_out: dict) -> None:
+        """Every set still has molecules after those without features are left out;
+        otherwise the run would stop mid-way or score nothing."""
+        sizes = {name: len(ids) for name, ids in self.set_ids.items()}
+        if not empty_sets(sizes):
+            return
+        planned = self.split.sizes()
+        shown = ", ".join(f"{name} {n}" for name, n in planned.items())
+        n_failed = sum(n for name, n in left_out.items() if name != "examples")
+        failures = (
+            f"{n_failed} left out for lack of {self.featurizer.name} features "
+            f"(e.g. mol_id {left_out['examples'][0]}); "
+            if n_failed
+            else ""
+        )
+        raise EmptySetError(
+            sizes,
+            f"{self.task.name}: of the split's {sum(planned.values())} molecules ({shown}), "
+            "this run uses",
+            f"{failures}make the sets larger (task.ood_size, split.id_fraction, "
+            "split.val_fraction), use more molecules, or a featuriser that represents them",
+        )
+
     # Facts the model and the evaluation need, all from the training set.
     @property
     def train_targets(self) -> np.ndarray:
@@ -170,3 +195,16 @@ class MoleculeDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> list[DataLoader]:
         return [self._loader(name, shuffle=False) for name in PREDICTED_SETS]
+
+
+def _checked_max_molecules(value: object) -> int | None:
+    """None (every molecule) or a positive whole number, refused before any data is
+    loaded: Hydra passes `max_molecules=abc` on as a string and `2.5` as a float."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    raise ValueError(
+        f"max_molecules must be a positive whole number (molecules per set), or null for "
+        f"all of them; got {value!r} ({type(value).__name__})"
+    )
