@@ -22,7 +22,7 @@ import oodmol.config  # noqa: F401 (registers the resolvers the config tree uses
 from oodmol.data.task import load_split, load_task
 from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.comparability import SHORTENED, coverage_flags
-from oodmol.eval.external import read_predictions, score_sets
+from oodmol.eval.external import check_values, read_predictions, score_sets
 from oodmol.eval.results import write_results
 from oodmol.parallel import limit_threads
 from oodmol.runs import CONFIG_KEY, RUN_KEY, build_datamodule, build_model
@@ -81,6 +81,7 @@ def score_file(cfg: DictConfig, out_dir: Path) -> dict:
     data = load_task(task, data_dir, cfg.progress)
     split = load_split(data, instantiate(cfg.split), data_dir)
     frame, report = read_predictions(Path(cfg.predictions), data)
+    frame = check_values(frame, data, split, Path(cfg.predictions))
     sets = score_sets(frame, data, split, report)
     for name, finding in report.items():
         if isinstance(finding, dict) and finding["count"]:

@@ -14,7 +14,7 @@ import pytest
 from rdkit import Chem
 
 from oodmol.data.sources.csv_source import CSVSource
-from oodmol.data.splits.assignment import SETS, LeakageError, SplitAssignment
+from oodmol.data.splits.assignment import SETS, EmptySetError, LeakageError, SplitAssignment
 from oodmol.data.splits.splitters import (
     KDETailSplitter,
     RandomSplitter,
@@ -249,6 +249,63 @@ def test_control_splits_ignore_row_order(molecules: MoleculeTable, splitter_cls)
     shuffled = molecules.take(np.random.default_rng(2).permutation(len(molecules)))
     splitter = splitter_cls(ood_size=0.1, seed=4)
     assert splitter.split(shuffled, "y").hash == splitter.split(molecules, "y").hash
+
+
+# --------------------------------------------------------------------------- too small
+
+TWELVE = MoleculeTable(
+    "twelve",
+    np.arange(12, dtype=np.int64),
+    np.array(["C" * k for k in range(1, 13)]),  # acyclic: one (empty) scaffold
+    {"y": np.arange(12.0)},
+)
+
+
+@pytest.mark.parametrize(
+    ("splitter", "message"),
+    [
+        (
+            KDETailSplitter(ood_size=2),  # rest 10: ID round(0.5) = 0
+            "the kde_ood split of 12 molecules gives: train 9, val 1, id 0, ood 2; "
+            "the id set is empty; raise split.id_fraction (now 0.05); or use more molecules",
+        ),
+        (
+            RandomSplitter(ood_size=0),
+            "the random split of 12 molecules gives: train 10, val 1, id 1, ood 0; "
+            "the ood set is empty; raise task.ood_size (now 0); or use more molecules",
+        ),
+        (
+            RandomSplitter(ood_size=6, id_fraction=0.5, val_fraction=0.99),
+            "the random split of 12 molecules gives: train 0, val 3, id 3, ood 6; "
+            "the train set is empty; lower task.ood_size (now 6), split.id_fraction "
+            "(now 0.5) or split.val_fraction (now 0.99); or use more molecules",
+        ),
+        (
+            ScaffoldSplitter(ood_size=0.25),  # the one scaffold group trains whole
+            "the scaffold split of 12 molecules gives: train 12, val 0, id 0, ood 0; "
+            "the val, id and ood sets are empty; raise split.val_fraction (now 0.1); "
+            "raise split.id_fraction (now 0.05); raise task.ood_size (now 0.25); or use "
+            "more molecules (scaffold groups larger than half the largest held-out set go "
+            "to training whole)",
+        ),
+    ],
+    ids=["kde-id", "random-ood", "random-train", "scaffold"],
+)
+def test_split_with_an_empty_set_is_refused(splitter: Splitter, message: str) -> None:
+    """Every splitter's result is checked: the data set's size, every set's size, the
+    empty sets and the settings to change."""
+    with pytest.raises(EmptySetError) as error:
+        splitter.split(TWELVE, "y")
+    assert str(error.value) == message
+
+
+def test_too_small_split_writes_no_split_file(make_csv, data_dir: Path) -> None:
+    rows = [f"{'C' * k},{k}" for k in range(1, 13)]
+    data = load_task(csv_task(str(make_csv("twelve.csv", "smiles,y", rows)), "y"), data_dir)
+    splitter = KDETailSplitter(ood_size=2)
+    with pytest.raises(EmptySetError, match="the id set is empty"):
+        load_split(data, splitter, data_dir)
+    assert not split_path(data, splitter, data_dir).exists()
 
 
 # --------------------------------------------------------------------------- assignments

@@ -162,6 +162,7 @@ def write_external_files(task: TinyTask, data, split) -> dict:
         "duplicated": duplicated,
         "nan_file": nan_file,
         "nan_id": nan_id,
+        "nan_line": 2 + every.index(nan_id),
         "y_of": y_of,
         "smiles_of": smiles_of,
     }
@@ -388,9 +389,9 @@ def test_evaluate_refuses_a_molecule_predicted_twice(tiny: TinyTask) -> None:
 @slow
 def test_evaluate_names_a_molecule_with_a_non_finite_prediction(tiny: TinyTask) -> None:
     result = tiny.result("eval_nan").failed()
-    nan_id = tiny.notes["nan_id"]
-    assert f"mol {nan_id} ({tiny.notes['smiles_of'][nan_id]})" in result.stderr
-    assert "not finite" in result.stderr
+    nan_id, line = tiny.notes["nan_id"], tiny.notes["nan_line"]
+    named = f"line {line}: mol {nan_id} ({tiny.notes['smiles_of'][nan_id]}), ood set: "
+    assert named + "y_pred 'nan' is not finite" in result.stderr
     assert not (tiny.root / "eval_nan" / "metrics.json").exists()
 
 

@@ -16,7 +16,7 @@ from rdkit import Chem
 
 from oodmol.data.report import DataReport
 from oodmol.data.sources.base import RawData
-from oodmol.data.sources.csv_source import CSVSource
+from oodmol.data.sources.csv_source import CSVSource, DataFileError
 from oodmol.data.table import Geometry
 from oodmol.data.task import Task, load_task
 from oodmol.data.validate import validate
@@ -33,7 +33,7 @@ ROWS = [
     "CCCC,nan",  # 5: NaN target (likewise, and not an unreadable cell)
     "",  # 6: blank line (line 8)
     ",4.0",  # 7: empty SMILES (line 9)
-    "OCC,5.0",  # 8: the structure of mol 0 written differently
+    "OCC,5.0",  # 8: the structure of mol 0 written differently, with another target
     "C[NH3+].CC(=O)[O-],6.0",  # 9: a CHNO salt: two fragments, kept
     "CC(=O)[O-].[Na+],6.5",  # 10: a sodium salt: two fragments, Na outside CHNO
     "CCCl,7.0",  # 11: Cl outside CHNO
@@ -80,7 +80,9 @@ def test_validation_report_names_every_bad_row(bad_csv: Path) -> None:
         ("unreadable", "non-numeric y value"): ["mol 4 (line 6): 'abc'"],
         ("dropped", "blank line"): ["bad.csv line 8"],
         ("dropped", "empty SMILES"): ["bad.csv line 9"],
-        ("dropped", "duplicate structure"): ["mol 8: same as mol 0"],
+        ("dropped", "duplicate structure with a different target"): [
+            "mol 8: same as mol 0; y 1.0 (mol 0) vs 5.0 (mol 8)"
+        ],
         ("kept", "several fragments"): [
             "mol 9: CC(=O)[O-].C[NH3+]",
             "mol 10: CC(=O)[O-].[Na+]",
@@ -125,7 +127,7 @@ def test_summary_line_has_the_counts(bad_csv: Path) -> None:
     line = report.summary_line()
     assert "bad: read 13, kept 6" in line
     assert "1 dropped (unparseable SMILES)" in line
-    assert "1 dropped (duplicate structure)" in line
+    assert "1 dropped (duplicate structure with a different target)" in line
     assert "2 dropped (element outside" in line
     assert "1 unreadable (non-numeric y value)" in line
 
@@ -164,6 +166,53 @@ def test_task_report_shows_the_target_value_plainly(bad_csv: Path, data_dir: Pat
     task = Task("bad-y", source, "y", "y", "", False, "", 0.1)
     report = load_task(task, data_dir, progress=False).report
     assert _finding(report, "dropped", "non-finite y").examples[0] == "mol 3: nan"
+
+
+def test_duplicates_with_different_targets_are_reported_apart() -> None:
+    """Repeats of a structure are dropped and the lowest id kept; a repeat whose targets
+    differ in any column (NaN against a number too) is a conflict, shown with both values
+    and both ids; equal values, NaN and NaN included, are a plain duplicate."""
+    nan = float("nan")
+    raw = RawData(
+        mol_id=np.array([3, 5, 8, 9, 12, 14, 20], dtype=np.int64),
+        smiles=["CCO", "OCC", "C(C)O", "c1ccccc1", "C1=CC=CC=C1", "CCN", "NCC"],
+        targets={
+            "a": np.array([1.0, 1.0, 1.5, 2.0, 2.0, nan, nan]),
+            "b": np.array([7.0, 7.0, 7.0, nan, 4.0, 0.5, 0.5]),
+        },
+        geometry=None,
+        report=DataReport("dups", n_read=7),
+    )
+    table, report = validate(raw, None, progress=False)
+    assert table.mol_id.tolist() == [3, 9, 14]
+    assert table.targets["a"][0] == 1.0 and np.isnan(table.targets["b"][1])
+    plain = _finding(report, "dropped", "duplicate structure")
+    assert plain.examples == ["mol 5: same as mol 3", "mol 20: same as mol 14"]
+    conflict = _finding(report, "dropped", "duplicate structure with a different target")
+    assert conflict.examples == [
+        "mol 8: same as mol 3; a 1.0 (mol 3) vs 1.5 (mol 8)",
+        "mol 12: same as mol 9; b nan (mol 9) vs 4.0 (mol 12)",
+    ]
+    assert (report.n_read, report.n_kept, report.n_dropped) == (7, 3, 4)
+    line = report.summary_line()
+    assert "2 dropped (duplicate structure);" in line
+    assert "2 dropped (duplicate structure with a different target)" in line
+
+
+def test_conflicting_duplicate_names_every_column_that_differs() -> None:
+    raw = RawData(
+        mol_id=np.array([0, 1], dtype=np.int64),
+        smiles=["CCO", "OCC"],
+        targets={"density": np.array([1.25, 1.5]), "hof": np.array([-3.0, -2.5])},
+        geometry=None,
+        report=DataReport("two columns", n_read=2),
+    )
+    _, report = validate(raw, None, progress=False)
+    finding = _finding(report, "dropped", "duplicate structure with a different target")
+    assert finding.examples == [
+        "mol 1: same as mol 0; density 1.25 (mol 0) vs 1.5 (mol 1); "
+        "hof -3.0 (mol 0) vs -2.5 (mol 1)"
+    ]
 
 
 def _raw(smiles: list[str], numbers: list[list[int]]) -> RawData:
@@ -238,3 +287,64 @@ def test_user_csv_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     path.write_bytes("\ufeffsmiles,y\nCCO,1.0\n".encode())
     raw = CSVSource("excel", [str(path)], target_columns=["y"]).read(tmp_path)
     assert raw.smiles == ["CCO"]
+
+
+# ------------------------------------------------------------------ unreadable files
+
+
+def _read(path: Path, target_columns: list[str], smiles_column: str = "smiles") -> None:
+    CSVSource("mine", [str(path)], smiles_column, target_columns).read(path.parent)
+
+
+@pytest.mark.parametrize(
+    ("header", "missing"),
+    [("smiles,logS", "'y'"), ("SMILES,y", "'smiles'"), ("name,logS", "'smiles', 'y'")],
+)
+def test_missing_column_is_named_with_the_files_columns(make_csv, header, missing) -> None:
+    """A SMILES or target column the file lacks is named, next to the columns it has."""
+    path = make_csv("mine.csv", header, ["CCO,1.0"])
+    with pytest.raises(DataFileError) as error:
+        _read(path, ["y"])
+    message = str(error.value)
+    assert message.startswith(f"{path}: no column {missing} ")
+    assert f"the file's columns are {header.split(',')}" in message
+
+
+def test_target_column_in_no_file_of_a_two_file_source_is_named(make_csv) -> None:
+    """Each file may hold some of the target columns, but each column must be somewhere."""
+    a = make_csv("a.csv", "smiles,a", ["CCO,1"])
+    b = make_csv("b.csv", "smiles,a2,c", ["CCO,2,3"])
+    source = CSVSource("two", [str(a), str(b)], target_columns=["a", "a2", "b"])
+    with pytest.raises(DataFileError, match=r"no file has the target column\(s\) \['b'\]") as e:
+        source.read(a.parent)
+    assert f"{a} has ['smiles', 'a']; {b} has ['smiles', 'a2', 'c']" in str(e.value)
+
+
+@pytest.mark.parametrize(("delimiter", "name"), [(";", "semicolon"), ("\t", "tab")])
+def test_other_delimiter_gets_a_hint(make_csv, delimiter: str, name: str) -> None:
+    path = make_csv("mine.csv", f"smiles{delimiter}y", [f"CCO{delimiter}1,5"])
+    with pytest.raises(DataFileError) as error:
+        _read(path, ["y"])
+    message = str(error.value)
+    assert message.startswith(str(path))
+    assert f"looks {name}-delimited, but it must be comma-separated" in message
+
+
+def test_file_that_is_not_utf8_names_line_and_byte(tmp_path: Path) -> None:
+    """A Latin-1 file fails naming the line and byte of the first non-UTF-8 byte,
+    raised without the UnicodeDecodeError attached."""
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("smiles,y,name\nCCO,1.0,ethanol\nCCN,2.0,café\n".encode("latin-1"))
+    with pytest.raises(DataFileError) as error:
+        _read(path, ["y"])
+    assert str(error.value).startswith(f"{path} line 3: byte 12 (0xe9) is not UTF-8; save")
+    assert error.value.__cause__ is None and error.value.__suppress_context__
+
+
+def test_non_utf8_byte_past_the_read_ahead_is_placed_on_its_line(tmp_path: Path) -> None:
+    """Far beyond the text stream's first chunk, the line number is still the file's."""
+    rows = [f"{'C' * (k % 7 + 1)},{k}" for k in range(3000)]
+    path = tmp_path / "long.csv"
+    path.write_bytes(("\n".join(["smiles,y", *rows, "CCO,\xb5"]) + "\n").encode("latin-1"))
+    with pytest.raises(DataFileError, match=r"line 3002: byte 5 \(0xb5\) is not UTF-8"):
+        _read(path, ["y"])

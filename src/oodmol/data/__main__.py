@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
+from omegaconf import ListConfig, OmegaConf
 
 from oodmol.config import compose_config, config_dir
 from oodmol.data.card import write_card
@@ -21,13 +22,25 @@ from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
 
 COMMANDS = ("export", "prepare", "card")
+CHOICES = {"task": "task", "split": "split", "featurizers": "featurizer"}  # key -> group
+
+
+class UsageError(Exception):
+    """A command line that names a task, split or featuriser this repository lacks."""
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
+        if argv:
+            print(f"unknown command {argv[0]!r}", file=sys.stderr)
         print(__doc__, file=sys.stderr)
         return 2
     command, overrides = argv[0], argv[1:]
+    try:
+        check_choices(overrides)
+    except UsageError as error:
+        print(f"python -m oodmol.data: {error}", file=sys.stderr)
+        return 2
     cfg = compose_config("data", overrides)
     task = instantiate(cfg.task)
     data_dir = Path(cfg.paths.data_dir)
@@ -39,7 +52,7 @@ def main(argv: list[str]) -> int:
         export_csv(data, split.sets, out)
         print(f"[oodmol] wrote {out}")
     elif command == "prepare":
-        for name in cfg.featurizers:
+        for name in names_of(cfg.featurizers):
             featurizer = instantiate(OmegaConf.load(config_dir() / "featurizer" / f"{name}.yaml"))
             store = FeatureStore.build_or_open(
                 featurizer, data.dataset, data_dir / "features", progress=cfg.progress
@@ -49,6 +62,27 @@ def main(argv: list[str]) -> int:
         out = Path(cfg.out or data_dir / "cards" / f"{task.name}-{cfg.split.name}")
         print(f"[oodmol] wrote {write_card(data, split, out)}")
     return 0
+
+
+def check_choices(overrides: list[str]) -> None:
+    """Refuse an unknown task, split or featuriser before any data is read, naming the
+    ones there are (the YAML files of their config group)."""
+    for override in OverridesParser.create().parse_overrides(overrides):
+        group = CHOICES.get(override.key_or_group)
+        if group is None or override.is_delete():
+            continue
+        known = sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
+        for name in names_of(override.value()):
+            if str(name) not in known:
+                raise UsageError(
+                    f"unknown {group} {name!r}; available: {', '.join(known)} "
+                    f"(configs/{group}/*.yaml)"
+                )
+
+
+def names_of(value: object) -> list:
+    """One name or a list of them; `featurizers=morgan` means `[morgan]`, not 6 letters."""
+    return list(value) if isinstance(value, list | ListConfig) else [value]
 
 
 def export_csv(data: TaskData, sets: dict, out: Path) -> None:

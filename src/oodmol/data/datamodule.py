@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 from pathlib import Path
 
 import lightning as L
@@ -14,7 +15,7 @@ from torch.utils.data import DataLoader
 from oodmol.data.features import FeatureSet
 from oodmol.data.featurize.base import Featurizer
 from oodmol.data.sampling import EpochShuffle
-from oodmol.data.splits.assignment import SETS, SplitAssignment
+from oodmol.data.splits.assignment import SETS, EmptySetError, SplitAssignment, empty_sets
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import Task, TaskData, load_split, load_task
@@ -78,7 +79,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.progress = progress
         self.bootstrap_seed = bootstrap_seed
-        self.max_molecules = max_molecules
+        self.max_molecules = _checked_max_molecules(max_molecules)
         self.seed = seed
         self.resume_position: dict[str, int] | None = None
         self.set_ids: dict[str, np.ndarray] = {}
@@ -108,6 +109,7 @@ class MoleculeDataModule(L.LightningDataModule):
             self._load(progress=False)
         store = self.store
         left_out = self._select_molecules(store)
+        self._check_no_empty_set(left_out)
         feature_facts = self.features.fit(store, self.set_ids["train"])
         for name in SETS:
             ids = self.set_ids[name]
@@ -155,6 +157,29 @@ class MoleculeDataModule(L.LightningDataModule):
             )
             left_out["examples"] = examples
         return left_out
+
+    def _check_no_empty_set(self, left_out: dict) -> None:
+        """Every set still has molecules after those without features are left out;
+        otherwise the run would stop mid-way or score nothing."""
+        sizes = {name: len(ids) for name, ids in self.set_ids.items()}
+        if not empty_sets(sizes):
+            return
+        planned = self.split.sizes()
+        shown = ", ".join(f"{name} {n}" for name, n in planned.items())
+        n_failed = sum(n for name, n in left_out.items() if name != "examples")
+        failures = (
+            f"{n_failed} left out for lack of {self.featurizer.name} features "
+            f"(e.g. mol_id {left_out['examples'][0]}); "
+            if n_failed
+            else ""
+        )
+        raise EmptySetError(
+            sizes,
+            f"{self.task.name}: of the split's {sum(planned.values())} molecules ({shown}), "
+            "this run uses",
+            f"{failures}make the sets larger (task.ood_size, split.id_fraction, "
+            "split.val_fraction), use more molecules, or a featuriser that represents them",
+        )
 
     # Facts the model and the evaluation need, all from the training set.
     @property
@@ -210,3 +235,16 @@ class MoleculeDataModule(L.LightningDataModule):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.resume_position = state_dict.get("train_position")
+
+
+def _checked_max_molecules(value: object) -> int | None:
+    """None (every molecule) or a positive whole number, refused before any data is
+    loaded: Hydra passes `max_molecules=abc` on as a string and `2.5` as a float."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    raise ValueError(
+        f"max_molecules must be a positive whole number (molecules per set), or null for "
+        f"all of them; got {value!r} ({type(value).__name__})"
+    )

@@ -16,6 +16,7 @@ from oodmol.data.table import MoleculeTable
 from oodmol.parallel import process_map
 
 PARALLEL_THRESHOLD = 5000
+DIFFERENT_TARGET = "duplicate structure with a different target"
 
 
 @dataclass(frozen=True)
@@ -74,14 +75,15 @@ def validate(
     """Keep the records that are valid molecules; name every one that is not.
 
     Duplicate structures (same canonical SMILES) keep the lowest molecule id, so no
-    structure can end up in two sets of a split.
+    structure can end up in two sets of a split; those whose targets disagree are
+    reported apart, as the data set cannot say which value is right.
     """
     report = raw.report
     n_read_ok = len(raw.mol_id)
     report.n_read = report.count("dropped") + n_read_ok
     parsed = parse_all(raw.smiles, progress, n_jobs, composition=raw.geometry is not None)
     keep = np.ones(n_read_ok, dtype=bool)
-    first_of: dict[str, int] = {}
+    first_of: dict[str, int] = {}  # canonical SMILES -> row of the molecule kept
     allowed = set(elements) if elements else None
     n_changed = 0
     for row, (mol_id, smiles, p) in enumerate(zip(raw.mol_id, raw.smiles, parsed, strict=True)):
@@ -100,11 +102,10 @@ def validate(
             keep[row] = False
             continue
         if p.canonical in first_of:
-            first = first_of[p.canonical]
-            report.record("duplicate structure", "dropped", where, f"same as mol {first}")
+            _record_duplicate(report, raw, first_of[p.canonical], row)
             keep[row] = False
             continue
-        first_of[p.canonical] = int(mol_id)
+        first_of[p.canonical] = row
         if p.n_fragments > 1:
             report.record("several fragments", "kept", where, p.canonical)
         n_changed += p.canonical != smiles
@@ -122,6 +123,27 @@ def validate(
     )
     report.n_kept = len(table)
     return table, report
+
+
+def _record_duplicate(report: DataReport, raw: RawData, kept: int, row: int) -> None:
+    """A dropped repeat of the structure at row `kept`: a plain duplicate, or one whose
+    target values differ (NaN against a number included), shown side by side."""
+    kept_id, mol_id = int(raw.mol_id[kept]), int(raw.mol_id[row])
+    differences = [
+        f"{column} {float(values[kept])!r} (mol {kept_id}) vs {float(values[row])!r} (mol {mol_id})"
+        for column, values in raw.targets.items()
+        if not _same_value(values[kept], values[row])
+    ]
+    where = f"mol {mol_id}"
+    if differences:
+        detail = f"same as mol {kept_id}; " + "; ".join(differences)
+        report.record(DIFFERENT_TARGET, "dropped", where, detail)
+    else:
+        report.record("duplicate structure", "dropped", where, f"same as mol {kept_id}")
+
+
+def _same_value(a: float, b: float) -> bool:
+    return bool(a == b or (np.isnan(a) and np.isnan(b)))
 
 
 def _geometry_composition(raw: RawData, row: int) -> tuple[tuple[int, int], ...]:

@@ -1,9 +1,12 @@
 """Scoring predictions made outside this repository (another code base, an LLM's answers)
 on a task's standard ID and OOD sets. Nothing is guessed: molecules that are missing,
-unknown, unparseable or duplicated are reported by name."""
+unknown, unparseable or duplicated are reported by name, and a value that is not a finite
+number stops the scoring, naming its line."""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,7 @@ from oodmol.data.validate import parse_smiles
 from oodmol.eval.results import SetPredictions
 
 MAX_NAMED = 10
+VALUE_COLUMNS = ("y_pred", "y_std")  # the numbers a row gives for its molecule
 
 
 class PredictionFileError(ValueError):
@@ -25,24 +29,30 @@ def read_predictions(path: Path, data: TaskData) -> tuple[pd.DataFrame, dict]:
     """The file's rows with a resolved `mol_id`, and a report of rows that did not resolve.
 
     Rows are matched by `mol_id` when the file has that column, otherwise by RDKit
-    canonical SMILES (so any valid spelling of a molecule matches).
+    canonical SMILES (so any valid spelling of a molecule matches). The frame's index is
+    each row's line in the file; `y_pred` and `y_std` are still the text written there
+    (`check_values` reads them).
     """
-    frame = pd.read_csv(path)
+    frame = _read_rows(path)
     if "y_pred" not in frame or not ({"mol_id", "smiles"} & set(frame.columns)):
         raise PredictionFileError(
             f"{path}: needs a y_pred column and a mol_id or smiles column; has {list(frame)}"
+        )
+    if frame.empty:
+        raise PredictionFileError(
+            f"{path} has a header ({', '.join(frame.columns)}) but no rows: no predictions to score"
         )
     report: dict = {"rows": len(frame)}
     if "mol_id" in frame:
         frame["mol_id"] = pd.to_numeric(frame["mol_id"], errors="coerce")
         unreadable = frame["mol_id"].isna()
-        report["unreadable_mol_id"] = _named(frame.index[unreadable] + 2, "line")
+        report["unreadable_mol_id"] = _named(frame.index[unreadable], "line")
         unknown = ~unreadable & ~frame["mol_id"].isin(data.table.mol_id)
         report["not_in_task"] = _named(frame["mol_id"][unknown].astype(np.int64), "mol")
         bad = unreadable | unknown
     else:
         by_smiles = {s: i for s, i in zip(data.table.smiles, data.table.mol_id, strict=True)}
-        canonical = [parse_smiles(str(s)).canonical for s in frame["smiles"]]
+        canonical = [parse_smiles(s).canonical if s.strip() else None for s in frame["smiles"]]
         frame["mol_id"] = [by_smiles.get(c, np.nan) if c else np.nan for c in canonical]
         unparseable = np.array([c is None for c in canonical])
         report["unparseable_smiles"] = _named(frame["smiles"][unparseable], "")
@@ -51,7 +61,6 @@ def read_predictions(path: Path, data: TaskData) -> tuple[pd.DataFrame, dict]:
         bad = frame["mol_id"].isna()
     frame = frame[~bad].copy()
     frame["mol_id"] = frame["mol_id"].astype(np.int64)
-    frame["y_pred"] = pd.to_numeric(frame["y_pred"], errors="coerce")
     duplicated = frame["mol_id"].duplicated(keep=False)
     if duplicated.any():
         raise PredictionFileError(
@@ -59,6 +68,94 @@ def read_predictions(path: Path, data: TaskData) -> tuple[pd.DataFrame, dict]:
             f"(mol ids {sorted(set(frame['mol_id'][duplicated]))[:MAX_NAMED]})"
         )
     return frame, report
+
+
+def _read_rows(path: Path) -> pd.DataFrame:
+    """Every cell as the text written, so that an empty cell, `nan` and `abc` stay apart;
+    indexed by line number (blank lines are counted, then dropped)."""
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+    except pd.errors.EmptyDataError:
+        raise PredictionFileError(
+            f"{path} is empty: it needs a header (smiles,y_pred or mol_id,y_pred) and a row "
+            "per molecule"
+        ) from None
+    frame.index = pd.RangeIndex(2, len(frame) + 2, name="line")
+    return frame[(frame != "").any(axis=1)].copy()
+
+
+def check_values(
+    frame: pd.DataFrame, data: TaskData, split: SplitAssignment, path: Path
+) -> pd.DataFrame:
+    """The frame with `y_pred` (and `y_std`) as numbers, after checking every row that
+    predicts an ID or OOD molecule: an empty, non-numeric or non-finite value (or a
+    negative σ) raises one error naming each such row by line and molecule."""
+    columns = [c for c in VALUE_COLUMNS if c in frame]
+    roles = pd.Series(split.role_of(frame["mol_id"].to_numpy()), index=frame.index)
+    scored = frame[roles.isin(["id", "ood"])]
+    problems = pd.DataFrame(
+        {c: [_problem(c, text) for text in scored[c]] for c in columns}, index=scored.index
+    )
+    bad = problems.notna().any(axis=1)
+    if bad.any():
+        raise PredictionFileError(
+            _bad_rows(path, scored[bad], problems[bad], roles, data, len(scored))
+        )
+    frame = frame.copy()
+    for column in columns:
+        frame[column] = frame[column].map(_number).astype(float)
+    return frame
+
+
+def _problem(column: str, text: str) -> str | None:
+    """What is wrong with one value cell: empty, not a number, not finite, negative."""
+    value = _number(text)
+    if not text.strip():
+        return "empty"
+    if value is None:
+        return "not a number"
+    if not math.isfinite(value):
+        return "not finite"
+    if column == "y_std" and value < 0:
+        return "negative"
+    return None
+
+
+def _bad_rows(
+    path: Path,
+    rows: pd.DataFrame,
+    problems: pd.DataFrame,
+    roles: pd.Series,
+    data: TaskData,
+    n_scored: int,
+) -> str:
+    """Every bad row at once, one line each (line, molecule, set, what is wrong), under
+    a count of each kind of problem: one round of corrections fixes the file."""
+    smiles_of = dict(zip(data.table.mol_id.tolist(), data.table.smiles.tolist(), strict=True))
+    counts: Counter[str] = Counter()
+    lines = []
+    for line, row in rows.iterrows():
+        found = problems.loc[line].dropna()
+        counts.update(f"{column} {kind}" for column, kind in found.items())
+        cells = "; ".join(_described(column, row[column], kind) for column, kind in found.items())
+        mol_id = int(row["mol_id"])
+        lines.append(f"line {line}: mol {mol_id} ({smiles_of[mol_id]}), {roles[line]} set: {cells}")
+    summary = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+    return (
+        f"{path}: {len(rows)} of the {n_scored} ID and OOD rows cannot be scored ({summary}); "
+        "correct them and score again:\n  " + "\n  ".join(lines)
+    )
+
+
+def _described(column: str, text: str, kind: str) -> str:
+    return f"{column} is empty" if kind == "empty" else f"{column} {text!r} is {kind}"
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def score_sets(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +42,11 @@ class CSVSource(Source):
 
     def read(self, data_dir: Path) -> RawData:
         report = DataReport(self.name)
+        paths = self.paths(data_dir)
+        self._check_columns({path: _header(path) for path in paths})
         merged: dict[int, tuple[str, dict[str, str]]] = {}
         unusable: dict[int, tuple[str, str]] = {}  # mol id -> (reason, where), once per row
-        for path in self.paths(data_dir):
+        for path in paths:
             for mol_id, smiles, cells in self._rows(path, unusable):
                 if mol_id not in merged:
                     merged[mol_id] = (smiles, {})
@@ -68,24 +71,33 @@ class CSVSource(Source):
         report.n_read = len(ids) + report.count("dropped")
         return RawData(ids, [merged[i][0] for i in ids], targets, None, report)
 
+    def _check_columns(self, headers: dict[Path, list[str]]) -> None:
+        """Every file has the SMILES column and a target column, and every target column
+        is in some file: checked on the headers, before any row is read."""
+        for path, header in headers.items():
+            has_target = bool(set(self.target_columns) & set(header))
+            if self.smiles_column in header and has_target:
+                continue
+            missing = [] if self.smiles_column in header else [self.smiles_column]
+            missing += [] if has_target else self.target_columns
+            named = ", ".join(map(repr, missing))
+            raise DataFileError(
+                f"{path}: no column {named} (needs {self.smiles_column!r} and "
+                f"{_one_of(self.target_columns)}); the file's columns are {header}"
+                f"{_delimiter_hint(header)}"
+            )
+        absent = [c for c in self.target_columns if not any(c in h for h in headers.values())]
+        if absent:
+            found = "; ".join(f"{path} has {header}" for path, header in headers.items())
+            raise DataFileError(f"{self.name}: no file has the target column(s) {absent}: {found}")
+
     def _rows(
         self, path: Path, unusable: dict[int, tuple[str, str]]
     ) -> Iterator[tuple[int, str, dict[str, str]]]:
-        """Data rows of one file; blank rows and rows without SMILES go to `unusable`.
-
-        utf-8-sig reads files with or without the byte-order mark spreadsheets write."""
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
+        """Data rows of one file; blank rows and rows without SMILES go to `unusable`."""
+        with _csv_rows(path) as reader:
             header = [h.strip() for h in next(reader, [])]
             wanted = [self.smiles_column, *[c for c in self.target_columns if c in header]]
-            missing = [c for c in wanted if c not in header]
-            if self.smiles_column not in header or not any(
-                c in header for c in self.target_columns
-            ):
-                raise ValueError(
-                    f"{path}: needs columns {self.smiles_column!r} and one of "
-                    f"{self.target_columns}; header is {header} (missing {missing})"
-                )
             index = {c: header.index(c) for c in wanted}
             for row in reader:
                 mol_id = reader.line_num - 2
@@ -109,6 +121,62 @@ class CSVSource(Source):
             "smiles_column": self.smiles_column,
             "target_columns": self.target_columns,
         }
+
+
+class DataFileError(ValueError):
+    """A source file that cannot be read as the data set: wrong columns, wrong delimiter,
+    not UTF-8. Raised before any molecule is validated, naming the file."""
+
+
+@contextmanager
+def _csv_rows(path: Path) -> Iterator[Iterator[list[str]]]:
+    """A CSV reader over a UTF-8 file (utf-8-sig: with or without the byte-order mark
+    spreadsheets write); a byte that is not UTF-8 is named by line, not a traceback."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            yield csv.reader(handle)
+    except UnicodeDecodeError:
+        raise DataFileError(_not_utf8(path)) from None
+
+
+def _not_utf8(path: Path) -> str:
+    """Where the first byte that is not UTF-8 is. The decoding error of a text stream
+    only knows its offset in one read-ahead chunk, so the file is decoded whole here."""
+    advice = (
+        "save the file with UTF-8 encoding (e.g. 'CSV UTF-8' in a spreadsheet program) "
+        "and try again"
+    )
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        byte = data[error.start]
+        return f"{path} line {line}: byte {column} (0x{byte:02x}) is not UTF-8; {advice}"
+    return f"{path} changed while it was read and was not UTF-8 then; {advice}"
+
+
+def _header(path: Path) -> list[str]:
+    with _csv_rows(path) as reader:
+        return [h.strip() for h in next(reader, [])]
+
+
+def _one_of(columns: list[str]) -> str:
+    if len(columns) == 1:
+        return f"the target column {columns[0]!r}"
+    return f"one of the target columns {columns}"
+
+
+def _delimiter_hint(header: list[str]) -> str:
+    """A one-column header that holds semicolons or tabs: a file saved with another
+    delimiter (spreadsheets in many locales write semicolons)."""
+    if len(header) != 1:
+        return ""
+    for name, delimiter in (("semicolon", ";"), ("tab", "\t")):
+        if delimiter in header[0]:
+            return f"; the file looks {name}-delimited, but it must be comma-separated"
+    return ""
 
 
 def _file_spec(spec: dict | str) -> RemoteFile | Path:

@@ -19,6 +19,22 @@ class LeakageError(ValueError):
     """A structure appears in two sets of one split."""
 
 
+class EmptySetError(ValueError):
+    """A set of a split has no molecules: nothing to train on, to select a model on, or
+    to score. Raised before any training, with every set's size and what to change."""
+
+    def __init__(self, sizes: dict[str, int], what: str, remedy: str) -> None:
+        empty = empty_sets(sizes)
+        shown = ", ".join(f"{name} {sizes[name]}" for name in SETS)
+        named = " and ".join([", ".join(empty[:-1]), empty[-1]] if len(empty) > 1 else empty)
+        verb = "sets are" if len(empty) > 1 else "set is"
+        super().__init__(f"{what}: {shown}; the {named} {verb} empty; {remedy}")
+
+
+def empty_sets(sizes: dict[str, int]) -> list[str]:
+    return [name for name in SETS if sizes[name] == 0]
+
+
 @dataclass(frozen=True)
 class SplitAssignment:
     """Molecule ids per set; `info` records how the split was made (settings, sizes)."""

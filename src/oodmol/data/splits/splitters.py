@@ -8,7 +8,7 @@ import numpy as np
 from rdkit import Chem, RDLogger
 from rdkit.Chem.Scaffolds import MurckoScaffold
 
-from oodmol.data.splits.assignment import SETS, SplitAssignment
+from oodmol.data.splits.assignment import SETS, EmptySetError, SplitAssignment, empty_sets
 from oodmol.data.splits.kde import gaussian_kde_log_density, scott_bandwidth
 from oodmol.data.table import MoleculeTable
 
@@ -63,7 +63,23 @@ class Splitter(ABC):
         info = {**self.settings(), **info}
         split = SplitAssignment.from_roles(table.mol_id[order], roles, info)
         split.info["sizes"] = split.sizes()
+        if empty_sets(split.sizes()):
+            what = f"the {self.name} split of {len(table)} molecules gives"
+            raise EmptySetError(split.sizes(), what, self._remedy(empty_sets(split.sizes())))
         return split
+
+    def _remedy(self, empty: list[str]) -> str:
+        """Which setting makes each empty set non-empty (Hydra's names for them)."""
+        change = {
+            "train": (
+                f"lower task.ood_size (now {self.ood_size}), split.id_fraction "
+                f"(now {self.id_fraction}) or split.val_fraction (now {self.val_fraction})"
+            ),
+            "val": f"raise split.val_fraction (now {self.val_fraction})",
+            "id": f"raise split.id_fraction (now {self.id_fraction})",
+            "ood": f"raise task.ood_size (now {self.ood_size})",
+        }
+        return "; ".join(change[name] for name in empty) + "; or use more molecules"
 
     @abstractmethod
     def _roles(self, table: MoleculeTable, target: str) -> tuple[np.ndarray, dict]:
@@ -171,3 +187,9 @@ class ScaffoldSplitter(Splitter):
                 quota[target_set] -= len(rows)
             roles[rows] = target_set
         return roles, {"n_scaffolds": len(groups)}
+
+    def _remedy(self, empty: list[str]) -> str:
+        return (
+            f"{super()._remedy(empty)} (scaffold groups larger than half the largest "
+            "held-out set go to training whole)"
+        )

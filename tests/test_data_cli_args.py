@@ -1,0 +1,53 @@
+"""`python -m oodmol.data` with a name it does not know: a short message on stderr and
+exit status 2, before any data is read (in process; test_data_cli.py runs the real
+command line once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oodmol.config import config_dir
+from oodmol.data.__main__ import main
+
+
+@pytest.mark.parametrize(
+    ("argument", "group"),
+    [
+        ("task=nope", "task"),
+        ("split=nope", "split"),
+        ("featurizers=[morgan,nope]", "featurizer"),
+        ("featurizers=nope", "featurizer"),
+    ],
+)
+def test_unknown_name_lists_the_available_ones(
+    argument: str, group: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["prepare", "task=lipophilicity", argument]) == 2
+    err = capsys.readouterr().err
+    known = sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
+    assert len(known) >= 3
+    assert err == (
+        f"python -m oodmol.data: unknown {group} 'nope'; available: {', '.join(known)} "
+        f"(configs/{group}/*.yaml)\n"
+    )
+    assert not any(data_dir.iterdir()), "nothing may be read or written"
+
+
+def test_unknown_command_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["exprot", "task=lipophilicity"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("unknown command 'exprot'\n")
+    assert "export   write the split as CSV" in err
+
+
+def test_one_featurizer_without_brackets_is_one_name(
+    make_csv, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`featurizers=morgan` builds the morgan cache (it was read as six letters)."""
+    rows = [f"{'C' * k},{k * 0.5}" for k in range(1, 21)]
+    path = make_csv("chains.csv", "smiles,y", rows)
+    args = ["task=csv", f"task.path={path}", "task.target_column=y", "progress=false"]
+    assert main(["prepare", *args, "featurizers=morgan"]) == 0
+    assert "[oodmol] morgan features: 20 molecules in" in capsys.readouterr().out
