@@ -21,7 +21,7 @@ from oodmol.locks import build_lock
 from oodmol.parallel import global_rank
 
 log = logging.getLogger(__name__)
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: duplicates with different targets reported as conflicts
 _printed: set[str] = set()  # the data sets whose summary line this process printed
 
 
