@@ -1,19 +1,39 @@
 """The random forest as plain arrays: its traversal equals scikit-learn's trees bit for
-bit, and a damaged checkpoint entry is refused by name."""
+bit, its checkpoint loads weights-only and predicts as before saving, and a checkpoint
+that plants code (the older pickled forest, or a malicious torch pickle) is refused
+without running it."""
 
 from __future__ import annotations
+
+import importlib.util
+import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
 import sklearn
 import torch
+from e2e_helpers import QUIET, RF, TinyTask
+from omegaconf import OmegaConf
 from packaging.version import Version
 from sklearn.ensemble import RandomForestRegressor
 
+from oodmol.models.sklearn import RandomForestModule
 from oodmol.models.tree_arrays import ForestArrays
 
+REPO = Path(__file__).resolve().parents[1]
 FOREST_TAKES_NAN = Version(sklearn.__version__) >= Version("1.4")
 N_FEATURES = 6
+
+
+class PlantsMarker:
+    """Unpickling it creates the file `path`: the stand-in for code a checkpoint runs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
 
 
 def awkward_inputs(rng: np.random.Generator, n: int, nan: bool) -> np.ndarray:
@@ -148,3 +168,84 @@ def test_damaged_checkpoint_entry_is_refused_naming_the_file(damage, message) ->
         ForestArrays.from_checkpoint(entry, "runs/x.ckpt")
     assert str(refused.value).startswith("runs/x.ckpt: ")
     assert message in str(refused.value)
+
+
+def fitted_module(n_jobs: int = 1) -> tuple[RandomForestModule, RandomForestRegressor, dict]:
+    rng = np.random.default_rng(0)
+    x = awkward_inputs(rng, 200, nan=False).astype(np.float32)
+    y = x[:, 0] + rng.normal(scale=0.1, size=200)
+    module = RandomForestModule(n_estimators=20, min_samples_leaf=2, n_jobs=n_jobs, seed=3)
+    forest = module.fit_forest(x, y)
+    batch = {"x": torch.from_numpy(awkward_inputs(rng, 50, nan=False).astype(np.float32))}
+    return module, forest, batch
+
+
+def test_checkpoint_round_trip_is_weights_only_and_predicts_identically(tmp_path: Path) -> None:
+    module, forest, batch = fitted_module()
+    before = module.predict_batch(batch)
+    expected = forest.predict(batch["x"].numpy())  # sklearn's own mean, summed its way
+    assert np.allclose(before.mean.numpy(), expected, rtol=1e-6, atol=1e-6)
+    assert module.n_params() == sum(tree.tree_.node_count for tree in forest.estimators_)
+
+    checkpoint = {"state_dict": module.state_dict()}
+    module.on_save_checkpoint(checkpoint)
+    path = tmp_path / "forest.ckpt"
+    torch.save(checkpoint, path)
+    loaded = torch.load(path, map_location="cpu", weights_only=True)
+    assert "sklearn_forest" not in loaded
+    assert all(isinstance(v, torch.Tensor | int) for v in loaded["random_forest"].values())
+    fresh = RandomForestModule(n_estimators=20)
+    fresh.load_state_dict(loaded["state_dict"])
+    fresh.on_load_checkpoint(loaded)
+    after = fresh.predict_batch(batch)
+    assert torch.equal(after.mean, before.mean)
+    assert torch.equal(after.var_epistemic, before.var_epistemic)
+    assert fresh.n_params() == module.n_params()
+
+
+def test_pickled_forest_of_older_checkpoints_is_refused_unopened(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    payload = pickle.dumps(PlantsMarker(marker))
+    pickle.loads(payload).close()  # the payload is live: unpickled, it plants the marker
+    assert marker.exists()
+    marker.unlink()
+    with pytest.raises(ValueError, match=r"the checkpoint holds no random forest .*pickled"):
+        RandomForestModule().on_load_checkpoint({"sklearn_forest": payload})
+    assert not marker.exists()
+
+
+def test_malicious_torch_pickle_is_refused_by_evaluates_loader(tmp_path: Path) -> None:
+    marker, path = tmp_path / "ran", tmp_path / "evil.ckpt"
+    torch.save({"x": PlantsMarker(marker)}, path)
+    torch.load(path, weights_only=False)["x"].close()  # live when fully unpickled
+    assert marker.exists()
+    marker.unlink()
+    spec = importlib.util.spec_from_file_location("evaluate_script", REPO / "evaluate.py")
+    evaluate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(evaluate)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        evaluate.score_checkpoint(OmegaConf.create({"ckpt_path": str(path)}), tmp_path)
+    assert not marker.exists()
+
+
+@pytest.mark.slow
+def test_evaluate_refuses_a_checkpoint_with_the_old_pickled_forest(tmp_path: Path) -> None:
+    """A genuine run's checkpoint, its forest swapped for the older pickled one holding a
+    payload: evaluate.py fails naming the file, and the payload never runs."""
+    tiny = TinyTask.create(tmp_path, workers=1)
+    try:
+        run = tmp_path / "rf"
+        train = ["train.py", *tiny.task_args(), *QUIET, *RF, f"hydra.run.dir={run}"]
+        tiny.run(train).ok()
+        checkpoint = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
+        assert "random_forest" in checkpoint
+        marker, planted = tmp_path / "ran", tmp_path / "planted.ckpt"
+        del checkpoint["random_forest"]
+        checkpoint["sklearn_forest"] = pickle.dumps(PlantsMarker(marker))
+        torch.save(checkpoint, planted)
+        evaluate = ["evaluate.py", f"ckpt_path={planted}", "progress=false"]
+        result = tiny.run([*evaluate, f"hydra.run.dir={tmp_path / 'eval'}"]).failed()
+        assert f"{planted} holds no random forest" in result.stderr
+        assert not marker.exists()
+    finally:
+        tiny.close()
