@@ -203,6 +203,19 @@ def test_checkpoint_round_trip_is_weights_only_and_predicts_identically(tmp_path
     assert fresh.n_params() == module.n_params()
 
 
+@pytest.mark.parametrize("n_jobs", [-1, 0])
+def test_forest_gets_the_runs_cores_for_a_non_positive_n_jobs(monkeypatch, n_jobs: int) -> None:
+    monkeypatch.setattr("oodmol.parallel.available_cores", lambda: 3)
+    _, forest, _ = fitted_module(n_jobs=n_jobs)
+    assert forest.n_jobs == 3
+
+
+def test_positive_n_jobs_is_kept(monkeypatch) -> None:
+    monkeypatch.setattr("oodmol.parallel.available_cores", lambda: 3)
+    _, forest, _ = fitted_module(n_jobs=1)
+    assert forest.n_jobs == 1
+
+
 def test_pickled_forest_of_older_checkpoints_is_refused_unopened(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     payload = pickle.dumps(PlantsMarker(marker))

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from sklearn.ensemble import RandomForestRegressor
 
+from oodmol import parallel
 from oodmol.models.base import Prediction, Regressor
 from oodmol.models.tree_arrays import ForestArrays
 
@@ -50,12 +51,14 @@ class RandomForestModule(Regressor):
 
     def fit_forest(self, x: np.ndarray, y: np.ndarray) -> RandomForestRegressor:
         """Fit scikit-learn's forest and keep its arrays; the fitted scikit-learn forest
-        is returned (to compare with), not kept."""
+        is returned (to compare with), not kept. A non-positive `n_jobs` (all cores, in
+        scikit-learn) becomes the cores this run may use."""
+        n_jobs = self.n_jobs if self.n_jobs > 0 else parallel.available_cores()
         forest = RandomForestRegressor(
             n_estimators=self.n_estimators,
             max_features=self.max_features,
             min_samples_leaf=self.min_samples_leaf,
-            n_jobs=self.n_jobs,
+            n_jobs=n_jobs,
             random_state=self.seed,
         )
         forest.fit(x, y)
