@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import pickle
-
 import numpy as np
 import torch
 from sklearn.ensemble import RandomForestRegressor
 
+from oodmol import parallel
 from oodmol.models.base import Prediction, Regressor
+from oodmol.models.tree_arrays import ForestArrays
+
+CHECKPOINT_KEY = "random_forest"
+PICKLED_KEY = "sklearn_forest"  # older checkpoints: pickled bytes, never unpickled
 
 
 class RandomForestModule(Regressor):
@@ -17,9 +20,10 @@ class RandomForestModule(Regressor):
     It is fitted once, at the start of fitting (before Lightning's validation sanity
     check, which already asks for predictions), on every training molecule; the
     Lightning loop around it then only validates, tests and logs like any other model.
-    The forest travels in the checkpoint as pickled bytes: load such a checkpoint only
-    from a run you made yourself. `n_params` reports the number of tree nodes.
-    BOOM: 500 trees, `max_features='sqrt'`.
+    Right after fitting, the forest is kept as plain arrays (`ForestArrays`): they are
+    what predicts, in the run and after loading, and what the checkpoint holds, so a
+    checkpoint loads with `weights_only=True` and runs no code. `n_params` reports the
+    number of tree nodes. BOOM: 500 trees, `max_features='sqrt'`.
     """
 
     def __init__(
@@ -32,21 +36,34 @@ class RandomForestModule(Regressor):
     ) -> None:
         super().__init__()
         self.automatic_optimization = False
-        self.forest = RandomForestRegressor(
-            n_estimators=n_estimators,
-            max_features=max_features,
-            min_samples_leaf=min_samples_leaf,
-            n_jobs=n_jobs,
-            random_state=seed,
-        )
-        self.fitted = False
+        self.n_estimators = n_estimators
+        self.max_features = max_features
+        self.min_samples_leaf = min_samples_leaf
+        self.n_jobs = n_jobs
+        self.seed = seed
+        self.forest: ForestArrays | None = None
 
     def on_fit_start(self) -> None:
-        if self.fitted:  # resumed from a checkpoint that holds the forest
+        if self.forest is not None:  # resumed from a checkpoint that holds the forest
             return
         train = self.trainer.datamodule.datasets["train"]
-        self.forest.fit(train.x.numpy(), train.y.numpy())
-        self.fitted = True
+        self.fit_forest(train.x.numpy(), train.y.numpy())
+
+    def fit_forest(self, x: np.ndarray, y: np.ndarray) -> RandomForestRegressor:
+        """Fit scikit-learn's forest and keep its arrays; the fitted scikit-learn forest
+        is returned (to compare with), not kept. A non-positive `n_jobs` (all cores, in
+        scikit-learn) becomes the cores this run may use."""
+        n_jobs = self.n_jobs if self.n_jobs > 0 else parallel.available_cores()
+        forest = RandomForestRegressor(
+            n_estimators=self.n_estimators,
+            max_features=self.max_features,
+            min_samples_leaf=self.min_samples_leaf,
+            n_jobs=n_jobs,
+            random_state=self.seed,
+        )
+        forest.fit(x, y)
+        self.forest = ForestArrays.from_sklearn(forest)
+        return forest
 
     def training_step(self, batch: dict, batch_idx: int) -> None:
         """The forest was fitted in on_fit_start; one step of a zero-rate optimiser per
@@ -62,21 +79,31 @@ class RandomForestModule(Regressor):
     def predict_batch(self, batch: dict) -> Prediction:
         """Mean over trees, and the variance over trees as an epistemic estimate (the
         trees are fitted on bootstrap resamples: a bagging ensemble)."""
-        if not self.fitted:
+        if self.forest is None:
             raise RuntimeError("the random forest is used before it was fitted")
-        x = batch["x"].cpu().numpy()
-        per_tree = np.stack([tree.predict(x) for tree in self.forest.estimators_])
+        per_tree = self.forest.predict_per_tree(batch["x"].cpu().numpy())
         mean = torch.as_tensor(per_tree.mean(axis=0), dtype=torch.float32)
         var = torch.as_tensor(per_tree.var(axis=0), dtype=torch.float32)
         return Prediction(mean.to(self.device), var_epistemic=var.to(self.device))
 
     def n_params(self) -> int:
-        return int(sum(t.tree_.node_count for t in self.forest.estimators_)) if self.fitted else 0
+        return self.forest.n_nodes if self.forest is not None else 0
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["sklearn_forest"] = pickle.dumps(self.forest) if self.fitted else b""
+        if self.forest is None:
+            raise RuntimeError("a checkpoint of the random forest is saved before it was fitted")
+        checkpoint[CHECKPOINT_KEY] = self.forest.to_checkpoint()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if checkpoint.get("sklearn_forest"):
-            self.forest = pickle.loads(checkpoint["sklearn_forest"])
-            self.fitted = True
+        trainer = self._trainer
+        path = trainer.ckpt_path if trainer is not None else None
+        where = str(path) if path else "the checkpoint"
+        if CHECKPOINT_KEY not in checkpoint:
+            found = (
+                f"; its {PICKLED_KEY!r} entry holds an older oodmol's pickled forest, which is "
+                "never unpickled (unpickling can run code): train the run again"
+                if PICKLED_KEY in checkpoint
+                else ""
+            )
+            raise ValueError(f"{where} holds no random forest ({CHECKPOINT_KEY!r}){found}")
+        self.forest = ForestArrays.from_checkpoint(checkpoint[CHECKPOINT_KEY], where)
