@@ -60,4 +60,6 @@ def test_random_search_selects_on_validation_loss(tiny):
     assert 0 < result["best_value"] < 10
     for trial in ("0", "1"):
         assert (out / trial / "checkpoints" / "best.ckpt").is_file()
-        assert not (out / trial / "metrics.json").exists()  # trials never see a test set
+        metrics = json.loads((out / trial / "metrics.json").read_text())
+        assert metrics["objective"]["name"] == "val_loss"
+        assert not {"id", "ood"} & set(metrics)  # trials never see a test set

@@ -93,9 +93,11 @@ def test_multirun_writes_one_run_folder_per_job(scale: TinyTask) -> None:
     assert set(runs) == {"mlp", "rf"}
     sweep_dir = scale.root / "sweep_basic"
     for model, folder in runs.items():
-        # README: runs/<task>/<split>/<model>/<seed>, here below the sweep folder
-        assert folder.relative_to(sweep_dir).parts == (TASK_NAME, "ood", model, "0")
+        # README: runs/<task>/<split>/<model>/<configuration key>/<seed>, here below the
+        # sweep folder
         metrics = metrics_of(folder)
+        key = metrics["config_key"]
+        assert folder.relative_to(sweep_dir).parts == (TASK_NAME, "ood", model, key, "0")
         assert metrics["ood"]["n"] == OOD_SIZE
         assert (folder / "predictions.csv").is_file()
     assert len({metrics_of(f)["split_hash"] for f in runs.values()}) == 1

@@ -79,18 +79,19 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):
     task.submit("bad_model", ["train.py", "model=nope", f"hydra.run.dir={root / 'bad_model'}"])
     task.submit("bad_key", ["train.py", "nonsense=1", f"hydra.run.dir={root / 'bad_key'}"])
 
-    # resume: one epoch, then on to two from its last.ckpt, in the same folder
-    resumed = root / "resumed"
-    last = resumed / "checkpoints" / "last.ckpt"
+    # train on for longer: one epoch, then on to two from its last.ckpt; another budget
+    # is another configuration, so the longer run gets a folder of its own
+    last = root / "one_epoch" / "checkpoints" / "last.ckpt"
 
     def one_epoch() -> Result:
-        result = task.run(train("resumed", *MLP, "model.max_epochs=1")).ok()
+        result = task.run(train("one_epoch", *MLP, "model.max_epochs=1")).ok()
         shutil.copy(last, root / "after_one_epoch.ckpt")
         return result
 
     task.submit_chain(
         ("one_epoch", one_epoch),
-        ("resume", train("resumed", *MLP, "model.max_epochs=2", f"ckpt_path={last}")),
+        ("longer", train("longer", *MLP, "model.max_epochs=2", f"ckpt_path={last}")),
+        ("longer_here", train("one_epoch", *MLP, "model.max_epochs=2", f"ckpt_path={last}")),
     )
 
     # the bugs' own runs (strict xfail tests below)
@@ -292,20 +293,34 @@ def _checkpoint(path: Path) -> dict:
 
 
 @slow
-def test_resume_continues_from_the_checkpoint(tiny: TinyTask) -> None:
-    """A 1-epoch run resumed with max_epochs=2 trains only the second epoch."""
+def test_training_goes_on_from_a_checkpoint_in_a_folder_of_its_own(tiny: TinyTask) -> None:
+    """A 1-epoch run continued with ckpt_path and max_epochs=2 trains only the second
+    epoch, into its own folder; the first run's folder is left as it was."""
     tiny.result("one_epoch").ok()
-    resumed = run_dir(tiny, "resumed", job="resume")
+    longer = run_dir(tiny, "longer")
     before = _checkpoint(tiny.root / "after_one_epoch.ckpt")
-    after = _checkpoint(resumed / "checkpoints" / "last.ckpt")
+    after = _checkpoint(longer / "checkpoints" / "last.ckpt")
     assert before["epoch"] == 0 and before["global_step"] > 0
     assert after["epoch"] == 1
     assert after["global_step"] == 2 * before["global_step"]
-    # the resumed run's log: a fresh start would log epochs 0 and 1, a resumed run only 1
-    log = pd.read_csv(resumed / "csv" / "metrics.csv")
+    log = pd.read_csv(longer / "csv" / "metrics.csv")
     assert sorted(log.dropna(subset=["val_loss"])["epoch"].unique()) == [1]
-    assert metrics_of(resumed)["ood"]["n"] == OOD_SIZE
-    assert not list((resumed / "checkpoints").glob("*-v*.ckpt"))  # resumed in place
+    metrics = metrics_of(longer)
+    assert metrics["ood"]["n"] == OOD_SIZE
+    training = metrics["training"]
+    assert training["resumed"] and training["resumes"][0]["resumed_from"].endswith("last.ckpt")
+    assert training["resumes"][0]["epoch"] == 1
+    assert metrics["config_key"] != metrics_of(tiny.root / "one_epoch")["config_key"]
+    assert not list((longer / "checkpoints").glob("*-v*.ckpt"))
+
+
+@slow
+def test_another_configuration_is_refused_in_a_finished_folder(tiny: TinyTask) -> None:
+    """Continuing into the 1-epoch run's own folder would mix two configurations."""
+    tiny.result("one_epoch").ok()
+    stderr = tiny.result("longer_here").failed().stderr
+    assert "holds a run of another configuration" in stderr
+    assert metrics_of(tiny.root / "one_epoch")["training"]["max_epochs"] == 1
 
 
 # ------------------------------------------------------------- 4. evaluate.py: checkpoint

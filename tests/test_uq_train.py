@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 
 from oodmol.config import compose_config
 from oodmol.report.__main__ import main as report_main
+from oodmol.training.identity import config_key
 from oodmol.uq.members import run_members
 
 pytestmark = pytest.mark.slow
@@ -148,16 +149,20 @@ def test_forest_spread_is_scored_and_mve_is_refused(train: Train):
         train("rf_mve", "uq=mve", model=[*rf, *QUICK])
 
 
-def test_run_folders_name_the_method_and_the_member():
-    """hydra/default.yaml: runs/<task>/<split>/<model>+<uq>/<seed>[/members/<k>]."""
+def test_run_folders_name_the_method_and_the_member(tmp_path: Path):
+    """hydra/default.yaml: runs/<task>/<split>/<model>+<uq>/<key>/<seed>[/members/<k>],
+    the key shared by the seeds and members of one configuration."""
+    csv = tmp_path / "x.csv"
+    csv.write_text("smiles,y\nCCO,1.0\n")
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        for overrides, tail in (
-            ([], "mlp/0"),
-            (["uq=mve"], "mlp+mve/0"),
-            (["uq=bootstrap", "uq.member=3", "seed=2"], "mlp+bootstrap/2/members/3"),
+        for overrides, (model, tail) in (
+            ([], ("mlp", "0")),
+            (["uq=mve"], ("mlp+mve", "0")),
+            (["uq=bootstrap", "uq.member=3", "seed=2"], ("mlp+bootstrap", "2/members/3")),
         ):
             cfg = compose(
-                "train", [*CSV_TASK, "task.path=x.csv", *overrides], return_hydra_config=True
+                "train", [*CSV_TASK, f"task.path={csv}", *overrides], return_hydra_config=True
             )
-            assert cfg.hydra.run.dir.endswith(f"/csv-tiny-y/ood/{tail}")
-            assert cfg.hydra.sweep.subdir == f"csv-tiny-y/ood/{tail}"
+            key = config_key(cfg)
+            assert cfg.hydra.run.dir.endswith(f"/csv-tiny-y/ood/{model}/{key}/{tail}")
+            assert cfg.hydra.sweep.subdir == f"csv-tiny-y/ood/{model}/{key}/{tail}"

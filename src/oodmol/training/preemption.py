@@ -32,12 +32,13 @@ Handler = Callable[[int, FrameType | None], object] | int | None
 class PreemptionCheckpoint(L.Callback):
     """Saves `path` (the run's last.ckpt) when training is stopped by one of `signals`.
 
-    The checkpoint is written only in the middle of an epoch, after a finished batch,
-    where a resumed run can go on with the very next batch (`MoleculeDataModule` saves
-    the position, `RandomState` the generators). A signal during validation or at an
-    epoch's last batch keeps the last.ckpt of the previous epoch's end: resuming repeats
-    at most that epoch, exactly. A handler that was installed before (submitit's, which
-    requeues the job) is called after the checkpoint is on disk.
+    The checkpoint is written in the middle of an epoch, after a finished batch, where a
+    resumed run can go on with the very next batch (`MoleculeDataModule` saves the
+    position, `RandomState` the generators). At an epoch's last batch Lightning first
+    finishes the epoch, whose end writes last.ckpt anyway; a signal during validation
+    keeps the last.ckpt of the previous epoch's end, and resuming repeats that epoch,
+    exactly. A handler that was installed before (submitit's, which requeues the job)
+    is called after the checkpoint is on disk.
     """
 
     def __init__(self, path: str | Path, signals: tuple[str, ...] = DEFAULT_SIGNALS) -> None:
