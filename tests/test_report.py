@@ -158,3 +158,77 @@ def test_different_split_hashes_are_not_averaged():
     # id.rmse of seed 0 = 0.2 and of seed 1 = 0.3, each alone: mean only, n=1.
     assert _md_row(md, "qm9_gap [aaaaaaaa]", "ID") == "| qm9_gap [aaaaaaaa] | ID | **0.2** (n=1) |"
     assert _md_row(md, "qm9_gap [bbbbbbbb]", "ID") == "| qm9_gap [bbbbbbbb] | ID | **0.3** (n=1) |"
+
+
+# ------------------------------------------------------- like with like (flags, keys)
+
+
+@pytest.fixture(scope="module")
+def flagged_report(tmp_path_factory):
+    """Full rf runs beside an rf subset run that would beat them, an external file
+    without a seed that misses molecules, a failed run, a search trial, and gnn run with
+    two configurations."""
+    root = tmp_path_factory.mktemp("flagged")
+    runs = root / "runs"
+
+    def write(name: str, record: dict) -> None:
+        folder = runs / name
+        folder.mkdir(parents=True)
+        (folder / "metrics.json").write_text(json.dumps(record))
+
+    for seed in range(3):
+        write(f"rf/{seed}", {**_record("rf", "qm9_gap", seed), "config_key": "aaaa0000"})
+        subset = _record("rf", "qm9_gap", seed) | {"config_key": "bbbb0000", "flags": ["subset"]}
+        subset["id"] = {**subset["id"], "rmse": 0.01}  # far better: it must not shadow rf
+        write(f"rf_subset/{seed}", subset)
+        for key, name in (("cccc0000", "gnn_a"), ("dddd0000", "gnn_b")):
+            write(f"{name}/{seed}", {**_record("gnn", "qm9_gap", seed), "config_key": key})
+    external = _record("rf", "qm9_gap", 0) | {
+        "model": "llm",
+        "seed": None,
+        "flags": ["external", "partial"],
+    }
+    write("llm", external)
+    failed = {k: v for k, v in _record("rf", "qm9_gap", 0).items() if k not in ("id", "ood")}
+    failed |= {"status": "failed", "failure": {"message": "training diverged at epoch 3"}}
+    write("failed", failed)
+    trial = {k: v for k, v in _record("rf", "qm9_gap", 0).items() if k not in ("id", "ood")}
+    write("trial", trial | {"objective": {"name": "val_loss", "value": 0.1, "epoch": 2}})
+    result = _run_cli(runs, root / "out")
+    assert result.returncode == 0, result.stderr
+    return result, root / "out", runs
+
+
+def test_flagged_runs_stand_beside_full_runs_never_for_them(flagged_report):
+    _, out, _ = flagged_report
+    md = (out / "rmse.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| Task | Set |"))
+    columns = [c.strip() for c in header.strip("|").split("|")][2:]
+    assert columns == [
+        "gnn @cccc0000",
+        "gnn @dddd0000",
+        "llm [external, partial]",
+        "rf",
+        "rf [subset]",
+    ]
+    id_row = _md_row(md, "qm9_gap", "ID")
+    # rf keeps its own three seeds; the subset run's 0.01 is shown but never bold
+    assert "| 0.3 ± 0.1 (n=3) | 0.01 ± 0 (n=3) |" in id_row
+    assert "**0.01" not in id_row and "**0.2 ± 0.1** (n=3)" in id_row
+    assert "[subset]: trained and tested on a subset (max_molecules)." in md
+    assert "[partial]: external predictions that miss test molecules." in md
+
+
+def test_external_predictions_without_a_seed_are_a_run(flagged_report):
+    _, out, _ = flagged_report
+    runs = pd.read_csv(out / "runs.csv")
+    external = runs[runs["model_name"] == "llm"]
+    assert len(external) == 1 and external["seed"].isna().all()
+
+
+def test_runs_without_test_metrics_are_skipped_with_the_reason(flagged_report):
+    result, _, runs = flagged_report
+    assert f"skipped {runs / 'failed' / 'metrics.json'}: a failed run: training diverged" in (
+        result.stderr
+    )
+    assert f"skipped {runs / 'trial' / 'metrics.json'}: a search trial" in result.stderr

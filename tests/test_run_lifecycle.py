@@ -33,6 +33,23 @@ MODEL = [
     *MORGAN,
 ]
 HELPERS = {"PYTHONPATH": str(REPO / "tests")}
+# as configs/hparams_search/chemprop_random.yaml lets a trial fail, over two learning rates
+SEARCH = """# @package _global_
+defaults:
+  - override /hydra/sweeper: optuna
+  - override /hydra/sweeper/sampler: grid
+optimized_metric: val_loss
+hydra:
+  sweep:
+    subdir: ${hydra:job.num}
+  sweeper:
+    direction: minimize
+    n_trials: 2
+    n_jobs: 1
+    max_failure_rate: 1.0
+    params:
+      model.module.optimizer.lr: choice(1e-3, 1e30)
+"""
 
 
 def fault(step: int, signal: str) -> list[str]:
@@ -109,6 +126,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         "model.module.optimizer.lr=1e-3,1e30", f"hydra.sweep.dir={root / 'sweep'}",
     ]  # fmt: skip
     task.submit("sweep", sweep)
+    # a search whose second trial diverges: the search goes on and picks the first
+    searches = root / "search_configs" / "hparams_search"
+    searches.mkdir(parents=True)
+    (searches / "mlp_lr.yaml").write_text(SEARCH)
+    search = [
+        "train.py", "-m", f"--config-dir={searches.parent}", "hparams_search=mlp_lr",
+        *task.task_args(), *QUIET, *MODEL, f"hydra.sweep.dir={root / 'search'}",
+    ]  # fmt: skip
+    task.submit("search", search)
     # the objective of a search, looked up by name
     task.submit("objective", train("objective", "optimized_metric=val_rmse"))
     task.submit("unknown_objective", train("unknown_objective", "optimized_metric=val_nope"))
@@ -241,6 +267,15 @@ def test_failed_job_does_not_stop_the_multirun(runs: TinyTask) -> None:
     found = [metrics_of(p.parent) for p in (runs.root / "sweep").rglob("metrics.json")]
     statuses = sorted((m["status"], m.get("failure", {}).get("kind")) for m in found)
     assert statuses == [("complete", None), ("failed", "TrainingDiverged")]
+
+
+def test_failed_trial_does_not_stop_the_search(runs: TinyTask) -> None:
+    runs.result("search").ok()
+    out = runs.root / "search"
+    best = (out / "optimization_results.yaml").read_text()
+    assert "model.module.optimizer.lr: 0.001" in best
+    trials = sorted(metrics_of(p.parent)["status"] for p in out.rglob("metrics.json"))
+    assert trials == ["complete", "failed"]
 
 
 # ------------------------------------------------- 8. the objective, looked up by name

@@ -201,6 +201,10 @@ def test_train_run_writes_its_result_files(tiny: TinyTask, model: str) -> None:
     assert metrics["split_hash"] == tiny.notes["split"].hash
     assert metrics["n_params"] > 0
     assert metrics["train_seconds"] > 0
+    assert metrics["status"] == "complete"
+    # every test run overrides the model's epoch budget (or the forest's size): flagged so
+    # that a leaderboard never takes it for a full run
+    assert metrics["flags"] == (["shortened"] if model == "mlp" else [])
     assert {"python", "torch", "lightning", "rdkit"} <= set(metrics["versions"])
     assert metrics["versions"]["oodmol_commit"] == source_commit() != "unknown"
     assert (run / "parity.png").read_bytes()[:8] == PNG_MAGIC
@@ -360,6 +364,7 @@ def test_evaluate_smiles_file_reports_coverage_and_scores_covered(tiny: TinyTask
         }
     assert metrics["split_hash"] == notes["split"].hash
     assert metrics["model"] == "external"
+    assert metrics["flags"] == ["external", "partial"]
 
     split, y_of, pred = notes["split"], notes["y_of"], notes["smiles_pred"]
     train_median = float(np.median([y_of[i] for i in split.sets["train"]]))
@@ -385,6 +390,7 @@ def test_evaluate_mol_id_file(tiny: TinyTask) -> None:
     named = [e for k, v in coverage.items() if isinstance(v, dict) for e in v["examples"]]
     assert f"mol {UNKNOWN_MOL_ID}" in named
     assert coverage["missing_id"]["count"] == coverage["missing_ood"]["count"] == 0
+    assert metrics["flags"] == ["external"]
     split, y_of, pred = notes["split"], notes["y_of"], notes["mol_id_pred"]
     for name in ("id", "ood"):
         ids = split.sets[name].tolist()

@@ -13,6 +13,13 @@ SHORTENED = "shortened"  # a shorter training than the model's budget (debug, ov
 EXTERNAL = "external"  # predictions made outside oodmol (evaluate.py predictions=...)
 PARTIAL = "partial"  # external predictions that miss molecules of a test set
 ORDER = (SUBSET, LEFT_OUT, SHORTENED, EXTERNAL, PARTIAL)
+MEANINGS = {
+    SUBSET: "trained and tested on a subset (max_molecules)",
+    LEFT_OUT: "molecules without features were left out",
+    SHORTENED: "trained for less than the model's budget (debug, epoch overrides)",
+    EXTERNAL: "predictions made outside oodmol",
+    PARTIAL: "external predictions that miss test molecules",
+}
 
 # settings that shorten a training when given on the command line; an experiment config
 # that sets them defines its own protocol instead

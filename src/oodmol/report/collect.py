@@ -1,8 +1,13 @@
 """Read every run's ``metrics.json`` below a folder into one flat table.
 
 A leaderboard built from hundreds of runs must not die on one half-written file, nor
-quietly drop it: bad files are skipped and returned with the reason, for the caller to
-show.
+quietly drop it: bad files, and runs that did not end with test metrics (failed runs,
+search trials), are skipped and returned with the reason, for the caller to show.
+
+Like is compared with like: a run's leaderboard label carries its comparability flags
+(`oodmol.eval.comparability`: "mlp [subset]", "llm [external, partial]"), and the
+configuration key where one model was run with several configurations, so that such a
+run stands beside the full runs of its model and never replaces one.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from typing import Any
 import pandas as pd
 
 # Identity of a run; two files with the same identity are the same run recorded twice.
-# "model" is the leaderboard label, which names the uq method (see `model_label`).
-RUN_KEY = ("task", "split", "split_hash", "model", "seed")
+# "model" is the leaderboard label, which names the uq method and the flags (see
+# `model_label`); external predictions may have no configuration key and no seed.
+RUN_KEY = ("task", "split", "split_hash", "model", "config_key", "seed")
 # Methods that are the model itself: no uq method, or the model's own σ (forest spread).
 PLAIN_METHODS = ("none", "native")
 # The metrics the tables need: section -> metric names (the value may be null = NaN).
@@ -39,8 +45,8 @@ def _validate(record: Any) -> None:
         if not isinstance(record.get(key), str) or not record[key]:
             raise ValueError(f"'{key}' missing or not a non-empty string")
     seed = record.get("seed")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"'seed' missing or not an integer: {seed!r}")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ValueError(f"'seed' is not an integer: {seed!r}")
     for section, names in REQUIRED_METRICS.items():
         metrics = record.get(section)
         if not isinstance(metrics, dict):
@@ -56,11 +62,26 @@ def _validate(record: Any) -> None:
 
 
 def model_label(record: dict[str, Any]) -> str:
-    """The model's name with its uq method appended ("mlp+ensemble"), so that a model with
-    and without an uncertainty method are different leaderboard columns."""
+    """The model's name with its uq method ("mlp+ensemble") and its flags ("mlp
+    [subset, shortened]"), so that each is a leaderboard column of its own."""
     uq = record.get("uq")
     method = uq.get("method", "none") if isinstance(uq, dict) else "none"
-    return record["model"] if method in PLAIN_METHODS else f"{record['model']}+{method}"
+    label = record["model"] if method in PLAIN_METHODS else f"{record['model']}+{method}"
+    flags = record.get("flags") or []
+    return f"{label} [{', '.join(flags)}]" if flags else label
+
+
+def _not_a_result(record: Any) -> str | None:
+    """Why a parsed metrics.json holds no test result to rank, or None."""
+    if not isinstance(record, dict):
+        return None  # _validate says what is wrong
+    status = record.get("status", "complete")
+    if status != "complete":
+        reason = (record.get("failure") or {}).get("message")
+        return f"a {status} run" + (f": {reason}" if reason else "")
+    if "objective" in record and "id" not in record:
+        return "a search trial: validated, never tested"
+    return None
 
 
 def _is_member(record: dict[str, Any]) -> bool:
@@ -75,6 +96,9 @@ def _read(path: Path) -> dict[str, Any]:
         record = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"unreadable: {exc}") from exc
+    reason = _not_a_result(record)
+    if reason:
+        raise ValueError(reason)
     _validate(record)
     return record
 
@@ -86,8 +110,9 @@ def collect_runs(runs_dir: str | Path) -> Collection:
     model and seed, e.g. a re-run into a second folder) are skipped with a reason, so
     that no seed is counted twice; of such repeats the first path in sorted order is
     kept. Null metric values become NaN. Ensemble members' files are not runs and are
-    passed over; `model` becomes the leaderboard label (`model_label`), the model's own
-    name stays in `model_name`.
+    passed over; `model` becomes the leaderboard label (`model_label`, with the
+    configuration key appended where one label has several), the model's own name stays
+    in `model_name`.
     """
     records: list[dict[str, Any]] = []
     skipped: list[tuple[Path, str]] = []
@@ -101,7 +126,7 @@ def collect_runs(runs_dir: str | Path) -> Collection:
         if _is_member(record):
             continue
         record = {**record, "model_name": record["model"], "model": model_label(record)}
-        key = tuple(record[k] for k in RUN_KEY)
+        key = tuple(record.get(k) for k in RUN_KEY)
         if key in seen:
             skipped.append((path, f"duplicate of run {seen[key]}"))
             continue
@@ -109,8 +134,21 @@ def collect_runs(runs_dir: str | Path) -> Collection:
         records.append({**record, "path": str(path)})
     if not records:
         return Collection(runs=pd.DataFrame(), skipped=skipped)
-    runs = pd.json_normalize(records, sep=".")
+    runs = _label_configurations(pd.json_normalize(records, sep="."))
     for section, names in REQUIRED_METRICS.items():
         for name in names:
             runs[f"{section}.{name}"] = runs[f"{section}.{name}"].astype(float)
     return Collection(runs=runs, skipped=skipped)
+
+
+def _label_configurations(runs: pd.DataFrame) -> pd.DataFrame:
+    """Append " @<key>" to the label of every run whose model was run with more than one
+    configuration on the same benchmark, so that they are never averaged together."""
+    if "config_key" not in runs:
+        return runs
+    runs = runs.copy()
+    group = ["task", "split", "split_hash", "model"]
+    keys = runs.groupby(group, dropna=False)["config_key"].transform("nunique")
+    several = (keys > 1) & runs["config_key"].notna()
+    runs.loc[several, "model"] = runs["model"][several] + " @" + runs["config_key"][several]
+    return runs

@@ -9,12 +9,16 @@ separates the tails.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from oodmol.eval.comparability import MEANINGS, ordered
+
 SETS = ("ID", "OOD")
+FLAGS_IN_LABEL = re.compile(r" \[([^\]]+)\]")
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ GROUP = ["benchmark", "task", "split", "split_hash", "model"]
 FOOTNOTE = (
     "Cells: mean ± sample standard deviation (ddof=1) over seeds; (n=k) counts the seeds "
     "with a finite value. With n=1 only the mean is shown (no spread can be estimated). "
-    "Bold: best mean in the row. –: no run or no finite value."
+    "Bold: best mean in the row among runs without a [flag]. –: no run or no finite value."
 )
 
 
@@ -111,15 +115,31 @@ def markdown_table(summary: pd.DataFrame, table: MetricTable) -> str:
         for set_name in SETS:
             row = rows[(rows["benchmark"] == benchmark) & (rows["set"] == set_name)]
             row = row.set_index("model").reindex(models)
-            means = row["mean"]
+            means = row["mean"][[m for m in models if not _flagged(m)]]
             best = means.max() if table.higher_is_better else means.min()
             cells = [
                 _cell(r.mean, r.std, 0 if math.isnan(r.n_seeds) else int(r.n_seeds), r.mean == best)
                 for r in row.itertuples()
             ]
             lines.append(f"| {benchmark} | {set_name} | " + " | ".join(cells) + " |")
-    lines += ["", FOOTNOTE, ""]
+    lines += ["", FOOTNOTE, *_flag_legend(models), ""]
     return "\n".join(lines)
+
+
+def _flags(label: str) -> list[str]:
+    """The flags in a leaderboard label ("mlp [subset, shortened] @1a2b3c4d")."""
+    found = FLAGS_IN_LABEL.search(label)
+    return found.group(1).split(", ") if found else []
+
+
+def _flagged(label: str) -> bool:
+    return bool(_flags(label))
+
+
+def _flag_legend(models: list[str]) -> list[str]:
+    """One line per flag that a column of this table carries."""
+    used = {flag for model in models for flag in _flags(model)}
+    return [f"[{flag}]: {MEANINGS[flag]}." for flag in ordered(used) if flag in MEANINGS]
 
 
 def write_tables(summary: pd.DataFrame, out_dir: Path) -> list[Path]:

@@ -61,15 +61,14 @@ LOCATION_KEYS = frozenset({"dirpath", "output_dir", "save_dir"})
 OBSERVER_CALLBACKS = frozenset({"test_evaluation"})
 
 
-def result_settings(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+def result_settings(cfg: DictConfig) -> dict[str, Any]:
     """The resolved settings that can change a run's result (see the module docstring).
 
     Excluded settings are replaced by a placeholder before interpolations are resolved,
     so that a kept setting that interpolates one (the forest's `seed: ${seed}`) is the
     same for every seed, and a location that does not exist yet (the run folder being
     named) is never resolved."""
-    tree = OmegaConf.to_container(cfg, resolve=False) if OmegaConf.is_config(cfg) else cfg
-    tree = copy.deepcopy(dict(tree))
+    tree = copy.deepcopy(OmegaConf.to_container(cfg, resolve=False))
     excluded = [(tree, key) for key in EXECUTION_KEYS if key in tree]
     trainer, callbacks, uq = (tree.get(k) for k in ("trainer", "callbacks", "uq"))
     if isinstance(trainer, dict):
@@ -86,13 +85,28 @@ def result_settings(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     return _without_placeholders(resolved)
 
 
-def config_key(cfg: DictConfig | Mapping[str, Any]) -> str:
+def _without_placeholders(tree: Any) -> Any:
+    """The tree less the excluded settings, and less a file's `path` where its
+    `checksum` beside it identifies the content (two copies of a CSV are one data set)."""
+    if isinstance(tree, dict):
+        located = "path" in tree and "checksum" in tree
+        return {
+            k: _without_placeholders(v)
+            for k, v in tree.items()
+            if v != PLACEHOLDER and not (located and k == "path")
+        }
+    if isinstance(tree, list):
+        return [_without_placeholders(v) for v in tree]
+    return tree
+
+
+def config_key(cfg: DictConfig) -> str:
     """Short hash of `result_settings`: equal keys, equal configurations."""
     text = json.dumps(result_settings(cfg), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
 
 
-def run_identity(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+def run_identity(cfg: DictConfig) -> dict[str, Any]:
     """What a checkpoint and the run resuming from it must share: the task (and its data),
     the split, the model, the seed, the uq method and member, the molecule subset.
     Hyperparameters such as the epoch budget may differ (training on for longer)."""
@@ -132,7 +146,7 @@ def identity_differences(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> 
     return [name for name in ours if ours.get(name) != theirs.get(name)]
 
 
-def _resolved(cfg: DictConfig | Mapping[str, Any], key: str) -> Any:
+def _resolved(cfg: DictConfig, key: str) -> Any:
     """One top-level setting, resolved on its own (a run's location may not exist yet)."""
     value = cfg.get(key)
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
@@ -146,14 +160,6 @@ def _locations(tree: Any) -> list[tuple[dict, str]]:
         return []
     here = [(tree, k) for k in tree if k in LOCATION_KEYS]
     return here + [found for v in tree.values() for found in _locations(v)]
-
-
-def _without_placeholders(tree: Any) -> Any:
-    if isinstance(tree, dict):
-        return {k: _without_placeholders(v) for k, v in tree.items() if v != PLACEHOLDER}
-    if isinstance(tree, list):
-        return [_without_placeholders(v) for v in tree]
-    return tree
 
 
 def _config_key_resolver(*, _root_: DictConfig) -> str:

@@ -1,0 +1,135 @@
+"""Every config of every group composes, and what it names can be built, without training:
+a typo in a YAML file or a renamed class fails here, not an hour into a cluster job. And
+the defaults list lets experiment, search and debug configs set train.yaml's keys."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import get_class, instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from oodmol.config import CONFIG_DIR_ENV, compose_config, config_dir
+from oodmol.runs import uq_module_arguments
+
+CONFIGS = config_dir()
+WIDTH = 8  # stands in for the input widths that the featurised data fills in
+# groups of configs/train.yaml's defaults, each tried with every option it has
+TRAIN_GROUPS = ("task", "split", "model", "uq", "trainer", "logger", "callbacks", "debug")
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def csv_task(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """A user CSV task, and a run folder (Hydra sets it in a real run)."""
+    folder = tmp_path_factory.mktemp("configs")
+    csv = folder / "mine.csv"
+    csv.write_text("smiles,y\nCCO,1.0\nCCN,2.0\n")
+    return [f"task.path={csv}", "task.target_column=y", f"paths.output_dir={folder / 'run'}"]
+
+
+def composed(group: str, option: str, csv_task: list[str], hydra: bool = False) -> DictConfig:
+    task = csv_task[:2] if (group, option) == ("task", "csv") else []
+    overrides = [f"{group}={option}", *task, csv_task[2]]
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("train", overrides, return_hydra_config=hydra)
+
+
+def build_module(cfg: DictConfig):
+    """The model's module, with the data's input widths stood in for."""
+    module = cfg.model.module
+    backbone = module.get("backbone")
+    with open_dict(module):
+        for key in list(backbone.keys()) if backbone is not None else []:
+            if OmegaConf.is_missing(backbone, key):
+                backbone[key] = WIDTH
+    return instantiate(module, **uq_module_arguments(cfg))
+
+
+@pytest.mark.parametrize(
+    "group, option", [(group, option) for group in TRAIN_GROUPS for option in options(group)]
+)
+def test_every_config_composes_and_builds(group: str, option: str, csv_task) -> None:
+    cfg = composed(group, option, csv_task)
+    instantiate(cfg.task)
+    instantiate(cfg.split)
+    instantiate(cfg.model.featurizer)
+    instantiate(cfg.model.features)
+    assert build_module(cfg).n_params() >= 0
+    for entry in (cfg.logger or {}).values():
+        if entry is not None:
+            instantiate(entry)
+    for entry in (cfg.callbacks or {}).values():
+        if entry is not None:
+            instantiate(entry)
+    trainer = cfg.trainer
+    if trainer.accelerator == "gpu" and not torch.cuda.is_available():
+        trainer = OmegaConf.merge(trainer, {"accelerator": "cpu"})  # the rest as configured
+    instantiate(trainer, logger=False, enable_checkpointing=False)
+
+
+def test_every_featurizer_and_source_builds() -> None:
+    for name in options("featurizer"):
+        instantiate(OmegaConf.load(CONFIGS / "featurizer" / f"{name}.yaml"))
+    for name in options("source"):
+        instantiate(OmegaConf.load(CONFIGS / "source" / f"{name}.yaml"))
+
+
+@pytest.mark.parametrize("launcher", options("hydra/launcher"))
+def test_every_launcher_composes_and_names_a_class(launcher: str, csv_task) -> None:
+    cfg = composed("hydra/launcher", launcher, csv_task, hydra=True)
+    assert get_class(cfg.hydra.launcher._target_)
+
+
+def test_slurm_launcher_requeues_and_warns_before_the_time_limit(csv_task) -> None:
+    launcher = composed("hydra/launcher", "slurm", csv_task, hydra=True).hydra.launcher
+    assert launcher.additional_parameters.requeue is True
+    assert launcher.signal_delay_s > 0 and launcher.max_num_timeout > 0
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_experiment_sweeps_existing_configs(experiment: str, csv_task) -> None:
+    cfg = composed("experiment", experiment, csv_task, hydra=True)
+    params = cfg.hydra.sweeper.params
+    assert params, f"experiment={experiment} sweeps nothing"
+    for key, values in params.items():
+        if key in TRAIN_GROUPS:  # a group: every value must be one of its configs
+            assert set(str(values).split(",")) <= set(options(key)), (experiment, key)
+        else:
+            assert OmegaConf.select(cfg, key) is not None, (experiment, key)
+
+
+@pytest.mark.parametrize("search", options("hparams_search"))
+def test_every_search_names_settings_that_exist(search: str, csv_task) -> None:
+    cfg = composed("hparams_search", search, csv_task, hydra=True)
+    assert cfg.optimized_metric
+    assert get_class(cfg.hydra.sweeper._target_)
+    assert cfg.hydra.sweeper.max_failure_rate == 1.0  # a failed trial never ends the search
+    for key in cfg.hydra.sweeper.params:
+        assert OmegaConf.select(cfg, key, throw_on_missing=False) is not None, key
+
+
+def test_debug_config_sets_train_keys() -> None:
+    cfg = compose_config("train", ["debug=fast"])
+    assert cfg.progress is False
+    assert cfg.trainer.limit_train_batches == 3
+
+
+def test_experiment_can_set_seed_and_train_keys(tmp_path: Path, monkeypatch) -> None:
+    tree = tmp_path / "configs"
+    shutil.copytree(CONFIGS, tree)
+    (tree / "experiment" / "seeded.yaml").write_text(
+        "# @package _global_\nseed: 7\nprogress: false\nmax_molecules: 100\n"
+    )
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tree))
+    cfg = compose_config("train", ["experiment=seeded"])
+    assert (cfg.seed, cfg.progress, cfg.max_molecules) == (7, False, 100)
+    # the command line still has the last word
+    assert compose_config("train", ["experiment=seeded", "seed=3"]).seed == 3

@@ -1,0 +1,94 @@
+"""The configuration key that names a run's folder: equal for runs that must share a folder,
+different for runs that must not, and the same wherever it is computed (by Hydra naming
+the folder, by the run, from a checkpoint's saved config)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from oodmol.config import compose_config, config_dir
+from oodmol.data.task import csv_task
+from oodmol.training.identity import config_key, describe, run_identity
+
+
+@pytest.fixture
+def csv_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mine.csv"
+    path.write_text("smiles,y\nCCO,1.0\nCCN,2.0\n")
+    return path
+
+
+def key(*overrides: str) -> str:
+    return config_key(compose_config("train", list(overrides)))
+
+
+def test_execution_settings_and_seeds_share_a_key() -> None:
+    base = key()
+    for same in (
+        ["seed=3"],
+        ["threads=1", "progress=false", "num_workers=2"],
+        ["logger=wandb"],
+        ["trainer=ddp"],
+        ["resume=true", "ckpt_path=x.ckpt"],
+        ["paths.log_dir=/elsewhere"],
+        ["uq=ensemble", "uq.member=2"],
+    ):
+        if same[0].startswith("uq"):
+            assert key(*same) == key("uq=ensemble"), same
+        else:
+            assert key(*same) == base, same
+
+
+def test_result_settings_change_the_key() -> None:
+    keys = {
+        key(*o)
+        for o in (
+            [],
+            ["model=rf"],
+            ["model.max_epochs=2"],
+            ["model.module.backbone.hidden=[16]"],
+            ["max_molecules=64"],
+            ["split=random"],
+            ["task=csd10k_hof"],
+            ["uq=mve"],
+            ["callbacks.model_checkpoint.mode=max"],
+        )
+    }
+    assert len(keys) == 9
+
+
+def test_csv_task_is_identified_by_its_content(csv_file: Path, tmp_path: Path) -> None:
+    task = ["task=csv", f"task.path={csv_file}", "task.target_column=y"]
+    first = key(*task)
+    copy = tmp_path / "elsewhere.csv"
+    copy.write_bytes(csv_file.read_bytes())
+    assert key("task=csv", f"task.path={copy}", "task.target_column=y") == first
+    csv_file.write_text("smiles,y\nCCO,1.0\nCCN,2.5\n")
+    assert key(*task) != first  # same path and column, other data: another folder
+
+
+def test_key_is_the_same_for_hydra_and_the_run(csv_file: Path) -> None:
+    """Hydra names the folder from the whole config (hydra node included), the run
+    checks the folder from its own config (with its run folder set)."""
+    overrides = ["task=csv", f"task.path={csv_file}", "task.target_column=y", "model=rf"]
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        with_hydra = compose("train", overrides, return_hydra_config=True)
+        run = compose("train", [*overrides, "paths.output_dir=/runs/x", "seed=4"])
+    assert config_key(with_hydra) == config_key(run)
+
+
+def test_changed_csv_file_is_refused(csv_file: Path) -> None:
+    checksum = compose_config(
+        "train", ["task=csv", f"task.path={csv_file}", "task.target_column=y"]
+    ).task.checksum
+    csv_file.write_text("smiles,y\nCCO,9.0\n")
+    with pytest.raises(ValueError, match="changed since this run was configured"):
+        csv_task(str(csv_file), "y", checksum=checksum)
+
+
+def test_identity_names_a_run() -> None:
+    identity = run_identity(compose_config("train", ["model=rf", "seed=2", "max_molecules=5"]))
+    assert describe(identity) == ("task=csd10k_density split=ood model=rf seed=2 max_molecules=5")
