@@ -311,9 +311,11 @@ def test_training_goes_on_from_a_checkpoint_in_a_folder_of_its_own(tiny: TinyTas
     assert sorted(log.dropna(subset=["val_loss"])["epoch"].unique()) == [1]
     metrics = metrics_of(longer)
     assert metrics["ood"]["n"] == OOD_SIZE
-    training = metrics["training"]
-    assert training["resumed"] and training["resumes"][0]["resumed_from"].endswith("last.ckpt")
-    assert training["resumes"][0]["epoch"] == 1
+    training = metrics["training"]  # the checkpoint's history, then this run's attempt
+    first, then = training["resumes"]
+    assert first["resumed_from"] is None and first["epoch"] == 0
+    assert then["resumed_from"] == str(tiny.root / "one_epoch" / "checkpoints" / "last.ckpt")
+    assert then["epoch"] == 1 and training["resumed"]
     assert metrics["config_key"] != metrics_of(tiny.root / "one_epoch")["config_key"]
     assert not list((longer / "checkpoints").glob("*-v*.ckpt"))
 
