@@ -31,6 +31,7 @@ from hydra.utils import instantiate
 from torch_geometric.data import Batch, Data
 
 from oodmol.config import compose_config
+from oodmol.data.batches import GraphBatch
 from oodmol.data.featurize.base import inputs_of
 from oodmol.runs import build_datamodule, build_model
 
@@ -106,7 +107,7 @@ class Ours:
         self.cfg.model.max_epochs = epochs
         return fit_seconds(self.module(), epochs, datamodule=self.dm)
 
-    def batches(self, order: np.ndarray, size: int) -> Callable[[int], dict]:
+    def batches(self, order: np.ndarray, size: int) -> Callable[[int], GraphBatch]:
         return lambda k: self.train.__getitems__(order[k * size : (k + 1) * size].tolist())[0]
 
     def pyg_batches(self, order: np.ndarray, size: int) -> Callable[[int], Batch]:
@@ -114,14 +115,14 @@ class Ours:
         graphs = []
         for i in range(len(self.train)):
             g = self.train.__getitems__([i])[0]
-            graphs.append(Data(x=g["x"], edge_index=g["edge_index"], edge_attr=g["edge_attr"]))
+            graphs.append(Data(x=g.x, edge_index=g.edge_index, edge_attr=g.edge_attr))
         return lambda k: Batch.from_data_list([graphs[i] for i in order[k * size : (k + 1) * size]])
 
-    def step(self, module) -> Callable[[dict], dict[str, float]]:
+    def step(self, module) -> Callable[[GraphBatch], dict[str, float]]:
         optimizer = torch.optim.Adam(module.parameters())
 
-        def run(batch: dict) -> dict[str, float]:
-            target = (batch["y"] - module.y_mean) / module.y_std
+        def run(batch: GraphBatch) -> dict[str, float]:
+            target = (batch.y - module.y_mean) / module.y_std
             return timed_step(
                 optimizer,
                 lambda: module(batch),

@@ -36,6 +36,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from lightning.fabric.utilities.apply_func import move_data_to_device
+
+from oodmol.data.batches import Batch, PointCloudBatch
 
 REPO = Path(__file__).resolve().parents[1]
 EXCLUDED = {"rf"}  # not trained in batches
@@ -98,7 +101,7 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
 
     device = torch.device(device)
     on_cuda = device.type == "cuda"
-    batches = [{k: v.to(device) for k, v in batch.items()} for batch in batches]
+    batches = [move_data_to_device(batch, device) for batch in batches]
     baseline = rss_mb()
     if on_cuda:
         torch.cuda.reset_peak_memory_stats(device)
@@ -106,9 +109,9 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
     model.fit_target_scaling(dm.train_targets)
     optimizer = model.optimizer_factory(model.parameters())
 
-    def train_step(batch: dict) -> None:
+    def train_step(batch: Batch) -> None:
         optimizer.zero_grad(set_to_none=True)
-        target = (batch["y"] - model.y_mean) / model.y_std
+        target = (batch.y - model.y_mean) / model.y_std
         model.likelihood.loss(model(batch), target).backward()
         optimizer.step()
 
@@ -131,11 +134,11 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
 
     neighbour_seconds = 0.0
     cutoff = getattr(model.backbone, "cutoff", None)
-    if cutoff and "pos" in batches[0]:
+    if cutoff and isinstance(batches[0], PointCloudBatch):
         max_neighbors = getattr(model.backbone, "max_neighbors", 32)
         started = time.perf_counter()
         for batch in batches[1:]:
-            radius_graph(batch["pos"], batch["batch"], cutoff, max_neighbors)
+            radius_graph(batch.pos, batch.molecule, cutoff, max_neighbors)
         neighbour_seconds = (time.perf_counter() - started) / n_batches
 
     result = {

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from oodmol.data.batches import GraphBatch
 from oodmol.data.features import GraphSet
 from oodmol.data.featurize.base import MolInput
 from oodmol.data.featurize.graph2d import Graph2D
@@ -91,13 +92,14 @@ def test_dmpnn_matches_chemprop(aggregation, theirs_aggregation, depth, ffn_laye
     featurizer = SimpleMoleculeMolGraphFeaturizer()
     bmg = BatchMolGraph([featurizer(make_mol(s)) for s in SMILES])
     graphs = [Graph2D()(MolInput(s)) for s in SMILES]
-    batch = GraphSet(graphs, np.zeros(len(SMILES))).__getitems__(list(range(len(SMILES))))[0]
+    dataset = GraphSet(graphs, np.zeros(len(SMILES)), GraphBatch)
+    batch = dataset.__getitems__(list(range(len(SMILES))))[0]
     with torch.no_grad():
         atoms_theirs = message_passing(bmg)
-        atoms_ours = ours.encode(batch["x"], batch["edge_index"], batch["edge_attr"])
+        atoms_ours = ours.encode(batch.x, batch.edge_index, batch.edge_attr)
         torch.testing.assert_close(atoms_ours, atoms_theirs, atol=1e-5, rtol=0)
         torch.testing.assert_close(
-            ours.pool(atoms_ours, batch["batch"], len(SMILES)),
+            ours.pool(atoms_ours, batch.molecule, len(SMILES)),
             theirs.agg(atoms_theirs, bmg.batch),
             atol=1e-5,
             rtol=0,

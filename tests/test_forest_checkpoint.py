@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from packaging.version import Version
 from sklearn.ensemble import RandomForestRegressor
 
+from oodmol.data.batches import VectorBatch
 from oodmol.models.sklearn import RandomForestModule
 from oodmol.models.tree_arrays import ForestArrays
 
@@ -176,14 +177,15 @@ def fitted_module(n_jobs: int = 1) -> tuple[RandomForestModule, RandomForestRegr
     y = x[:, 0] + rng.normal(scale=0.1, size=200)
     module = RandomForestModule(n_estimators=20, min_samples_leaf=2, n_jobs=n_jobs, seed=3)
     forest = module.fit_forest(x, y)
-    batch = {"x": torch.from_numpy(awkward_inputs(rng, 50, nan=False).astype(np.float32))}
+    x = torch.from_numpy(awkward_inputs(rng, 50, nan=False).astype(np.float32))
+    batch = VectorBatch(x=x, index=torch.arange(len(x)))
     return module, forest, batch
 
 
 def test_checkpoint_round_trip_is_weights_only_and_predicts_identically(tmp_path: Path) -> None:
     module, forest, batch = fitted_module()
     before = module.predict_batch(batch)
-    expected = forest.predict(batch["x"].numpy())  # sklearn's own mean, summed its way
+    expected = forest.predict(batch.x.numpy())  # sklearn's own mean, summed its way
     assert np.allclose(before.mean.numpy(), expected, rtol=1e-6, atol=1e-6)
     assert module.n_params() == sum(tree.tree_.node_count for tree in forest.estimators_)
 

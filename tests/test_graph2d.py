@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch, Data
 
+from oodmol.data.batches import GraphBatch
 from oodmol.data.features import GraphFeatures, GraphSet
 from oodmol.data.featurize.base import MolInput
 from oodmol.data.featurize.graph2d import ATOM_DIM, BOND_DIM, Graph2D
@@ -80,30 +81,35 @@ SMILES = ["CC(=O)O", "C", "c1ccccc1O", "C/C=C/c1cc[nH+]cc1", "N#CC"]
 
 def test_batches_shift_edges_and_mark_molecules():
     graphs = [Graph2D()(MolInput(s)) for s in SMILES]
-    dataset = GraphSet(graphs, np.arange(len(SMILES), dtype=float))
+    dataset = GraphSet(graphs, np.arange(len(SMILES), dtype=float), GraphBatch)
     order = [3, 1, 0]
     (batch,) = dataset.__getitems__(order)
     sizes = [len(graphs[i]["x"]) for i in order]
     starts = np.cumsum([0, *sizes[:-1]])
-    np.testing.assert_array_equal(batch["x"], np.concatenate([graphs[i]["x"] for i in order]))
+    np.testing.assert_array_equal(batch.x, np.concatenate([graphs[i]["x"] for i in order]))
     np.testing.assert_array_equal(
-        batch["edge_index"],
+        batch.edge_index,
         np.concatenate(
             [graphs[i]["edge_index"] + s for i, s in zip(order, starts, strict=True)], axis=1
         ),
     )
     np.testing.assert_array_equal(
-        batch["edge_attr"], np.concatenate([graphs[i]["edge_attr"] for i in order])
+        batch.edge_attr, np.concatenate([graphs[i]["edge_attr"] for i in order])
     )
-    assert batch["batch"].tolist() == [0] * sizes[0] + [1] * sizes[1] + [2] * sizes[2]
-    assert batch["y"].tolist() == order and batch["index"].tolist() == order
-    assert batch["edge_index"].dtype == torch.int64
+    assert batch.molecule.tolist() == [0] * sizes[0] + [1] * sizes[1] + [2] * sizes[2]
+    assert batch.y.tolist() == order and batch.index.tolist() == order
+    assert batch.edge_index.dtype == torch.int64
     # the same layout as PyTorch Geometric's own batching
     pyg = Batch.from_data_list(
         [Data(**{k: torch.from_numpy(v) for k, v in graphs[i].items()}) for i in order]
     )
-    for key in ("x", "edge_index", "edge_attr", "batch"):
-        torch.testing.assert_close(batch[key], pyg[key], rtol=0, atol=0)
+    for ours, theirs in (
+        ("x", "x"),
+        ("edge_index",) * 2,
+        ("edge_attr",) * 2,
+        ("molecule", "batch"),
+    ):
+        torch.testing.assert_close(getattr(batch, ours), pyg[theirs], rtol=0, atol=0)
 
 
 def test_graph_features_read_the_cache(tmp_path):
@@ -116,6 +122,6 @@ def test_graph_features_read_the_cache(tmp_path):
     dataset = features.dataset(store, ids[[4, 1]], np.array([1.0, 2.0]), "val")
     (batch,) = dataset.__getitems__([0, 1])
     direct = [Graph2D()(MolInput(SMILES[i])) for i in (4, 1)]
-    np.testing.assert_array_equal(batch["x"], np.concatenate([g["x"] for g in direct]))
-    assert batch["y"].tolist() == [1.0, 2.0]
-    assert features.collate(dataset.__getitems__([1]))["y"].tolist() == [2.0]
+    np.testing.assert_array_equal(batch.x, np.concatenate([g["x"] for g in direct]))
+    assert batch.y.tolist() == [1.0, 2.0]
+    assert features.collate(dataset.__getitems__([1])).y.tolist() == [2.0]

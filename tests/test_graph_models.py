@@ -11,6 +11,7 @@ import pytest
 import torch
 from fit_helpers import training_losses
 
+from oodmol.data.batches import GraphBatch
 from oodmol.data.features import GraphSet
 from oodmol.data.featurize.base import MolInput
 from oodmol.data.featurize.graph2d import Graph2D
@@ -24,16 +25,16 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 SMILES = ["CC(=O)O", "C", "c1ccccc1O", "C/C=C/c1cc[nH+]cc1", "N#CC", "OCCN"]
 
 
-def graph_batch(smiles=SMILES, add_hs=False) -> dict:
+def graph_batch(smiles=SMILES, add_hs=False) -> GraphBatch:
     graphs = [Graph2D(add_hs)(MolInput(s)) for s in smiles]
     y = np.linspace(-1.0, 1.0, len(smiles))
-    return GraphSet(graphs, y).__getitems__(list(range(len(smiles))))[0]
+    return GraphSet(graphs, y, GraphBatch).__getitems__(list(range(len(smiles))))[0]
 
 
-def reference_dmpnn_atoms(model: DMPNN, batch: dict) -> torch.Tensor:
+def reference_dmpnn_atoms(model: DMPNN, batch: GraphBatch) -> torch.Tensor:
     """Chemprop's bond message passing written edge by edge, from its definition."""
-    x, edge_attr = batch["x"], batch["edge_attr"]
-    edges = batch["edge_index"].t().tolist()
+    x, edge_attr = batch.x, batch.edge_attr
+    edges = batch.edge_index.t().tolist()
     relu = torch.relu
     a0 = [model.W_i(torch.cat([x[u], edge_attr[e]])) for e, (u, _) in enumerate(edges)]
     h = [relu(a) for a in a0]
@@ -57,25 +58,25 @@ def test_dmpnn_matches_its_definition(depth):
     batch = graph_batch(["CC(=O)O", "C", "OC=CN"])
     model = DMPNN(72, 14, hidden=8, depth=depth).eval()
     with torch.no_grad():
-        ours = model.encode(batch["x"], batch["edge_index"], batch["edge_attr"])
+        ours = model.encode(batch.x, batch.edge_index, batch.edge_attr)
         torch.testing.assert_close(ours, reference_dmpnn_atoms(model, batch), atol=1e-5, rtol=0)
 
 
 def test_dmpnn_aggregations_and_ffn():
     torch.manual_seed(0)
     batch = graph_batch()
-    sizes = torch.bincount(batch["batch"]).float().unsqueeze(1)
+    sizes = torch.bincount(batch.molecule).float().unsqueeze(1)
     model = DMPNN(72, 14, hidden=16, depth=2, ffn_layers=2, ffn_hidden=12).eval()
     with torch.no_grad():
-        h = model.encode(batch["x"], batch["edge_index"], batch["edge_attr"])
-        total = torch.zeros(len(SMILES), 16).index_add_(0, batch["batch"], h)
+        h = model.encode(batch.x, batch.edge_index, batch.edge_attr)
+        total = torch.zeros(len(SMILES), 16).index_add_(0, batch.molecule, h)
         for aggregation, expected in [
             ("norm", total / 100),
             ("sum", total),
             ("mean", total / sizes),
         ]:
             model.aggregation = aggregation
-            torch.testing.assert_close(model.pool(h, batch["batch"], len(SMILES)), expected)
+            torch.testing.assert_close(model.pool(h, batch.molecule, len(SMILES)), expected)
         assert model(batch).shape == (len(SMILES), 12) and model.out_dim == 12
     with pytest.raises(ValueError, match="aggregation"):
         DMPNN(72, 14, aggregation="max")
@@ -103,7 +104,7 @@ def test_tgnn_layer_sums_edge_messages_into_a_residual_update():
 def test_tgnn_returns_atoms_for_the_readout():
     batch = graph_batch(add_hs=True)
     h, segment = TGNN(72, 14, hidden=8, layers=2)(batch)
-    assert h.shape == (len(batch["x"]), 8) and segment is batch["batch"]
+    assert h.shape == (len(batch.x), 8) and segment is batch.molecule
     assert h.abs().max() < 1  # softsign
 
 

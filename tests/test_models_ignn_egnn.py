@@ -3,6 +3,7 @@ form, symmetry, training steps, and their Hydra configs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -77,9 +78,9 @@ def test_molecules_are_grouped_by_size_into_blocks(monkeypatch):
 def test_perceived_bonds_are_the_molecules_bonds(group, monkeypatch):
     monkeypatch.setattr(DenseLayout, "GROUP", group)
     batch = point_cloud_batch(BOND_SMILES)
-    layout = DenseLayout.of(batch["batch"])
-    distances = layout.distances(batch["pos"])
-    bonds = perceive_bonds(batch["z"], layout, distances, covalent_radii())
+    layout = DenseLayout.of(batch.molecule)
+    distances = layout.distances(batch.pos)
+    bonds = perceive_bonds(batch.z, layout, distances, covalent_radii())
     expected, offset = set(), 0
     for smiles in BOND_SMILES:
         mol = Chem.AddHs(Chem.MolFromSmiles(smiles))  # the conformer's atom order
@@ -98,9 +99,9 @@ def test_block_matches_booms_dense_form(group, monkeypatch):
     monkeypatch.setattr(DenseLayout, "GROUP", group)
     torch.manual_seed(0)
     batch = point_cloud_batch()
-    pos, segment = batch["pos"].double(), batch["batch"]
+    pos, segment = batch.pos.double(), batch.molecule
     layout = DenseLayout.of(segment)
-    bonds = perceive_bonds(batch["z"], layout, layout.distances(pos), covalent_radii())
+    bonds = perceive_bonds(batch.z, layout, layout.distances(pos), covalent_radii())
     bond_features = torch.randn(bonds.shape[1], 3, dtype=torch.float64)
     bond_embedding = torch.nn.Linear(3, 8).double()
     block = InvariantBlock(hidden=8, sublayers=2).double().eval()
@@ -140,14 +141,13 @@ def test_outputs_are_invariant_to_rotation_reflection_translation_permutation(ba
 def test_egnn_coordinates_are_equivariant():
     torch.manual_seed(0)
     model = EGNN(hidden=8, layers=2).double().eval()
-    batch = point_cloud_batch()
-    batch["pos"] = batch["pos"].double()
+    batch = replace(point_cloud_batch(), pos=point_cloud_batch().pos.double())
     with torch.no_grad():
         _, moved = model.encode(batch)
-        assert (moved - batch["pos"]).norm(dim=-1).median() > 0.1  # the atoms moved
+        assert (moved - batch.pos).norm(dim=-1).median() > 0.1  # the atoms moved
         rotation = random_rotation(0, reflect=True)
         shift = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
-        _, moved_then = model.encode({**batch, "pos": batch["pos"] @ rotation.T + shift})
+        _, moved_then = model.encode(replace(batch, pos=batch.pos @ rotation.T + shift))
         torch.testing.assert_close(moved_then, moved @ rotation.T + shift)
         shuffled, perm = permuted(batch, seed=0)
         torch.testing.assert_close(model.encode(shuffled)[1], moved[perm])
@@ -197,4 +197,4 @@ def test_config_builds_the_model(name, backbone, epochs, layers, sublayers):
     assert isinstance(optimizer, torch.optim.AdamW) and optimizer.defaults["lr"] == 1e-3
     assert module.scheduler_factory(optimizer).gamma == 0.99
     batch = point_cloud_batch()
-    assert module(batch).shape == (len(batch["y"]),)
+    assert module(batch).shape == (len(batch),)

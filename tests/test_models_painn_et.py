@@ -16,10 +16,17 @@ from pathlib import Path
 import pytest
 import torch
 from fit_helpers import training_losses
-from geometry_helpers import assert_invariant, point_cloud_batch, random_rotation, transformed
+from geometry_helpers import (
+    assert_invariant,
+    in_double,
+    point_cloud_batch,
+    random_rotation,
+    transformed,
+)
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from oodmol.data.batches import PointCloudBatch
 from oodmol.models.backbones.et import EquivariantTransformer, ExpNormalBasis
 from oodmol.models.backbones.painn import PaiNN, SineBasis, cosine_cutoff
 from oodmol.models.dipole import GatedEquivariantBlock, dipole_vector
@@ -36,12 +43,8 @@ MODELS = {
 
 
 @pytest.fixture(scope="module")
-def batch() -> dict:
+def batch() -> PointCloudBatch:
     return point_cloud_batch()
-
-
-def as_double(batch: dict) -> dict:
-    return {k: (v.double() if v.is_floating_point() else v) for k, v in batch.items()}
 
 
 def test_two_opposite_charges_one_angstrom_apart_give_one():
@@ -109,11 +112,11 @@ def test_outputs_are_invariant_under_rotation_reflection_translation_permutation
     model = MODELS[name](dipole=dipole)
     out = model(batch)
     if dipole:
-        assert model.out_dim == 1 and out.shape == (len(batch["y"]), 1)
+        assert model.out_dim == 1 and out.shape == (len(batch), 1)
     else:
         h, segment = out
-        assert model.out_dim == 8 and h.shape == (len(batch["z"]), 8)
-        assert segment is batch["batch"]
+        assert model.out_dim == 8 and h.shape == (len(batch.z), 8)
+        assert segment is batch.molecule
     assert_invariant(model, batch, reflect=True)
 
 
@@ -121,7 +124,7 @@ def test_outputs_are_invariant_under_rotation_reflection_translation_permutation
 def test_vector_features_and_dipoles_rotate_with_the_molecule(batch, name):
     torch.manual_seed(0)
     model = MODELS[name](dipole=True).double().eval()
-    batch = as_double(batch)
+    batch = in_double(batch)
     with torch.no_grad():
         s, v = model.embed(batch)
         mu = model.dipole_vector(batch)
@@ -144,7 +147,7 @@ def test_vector_features_and_dipoles_rotate_with_the_molecule(batch, name):
 def test_dipole_readout_of_a_symmetric_molecule_is_zero():
     """Methane's ETKDG + MMFF geometry is tetrahedral: any per-element charges and
     atomic dipoles built from its (symmetric) features cancel."""
-    methane = as_double(point_cloud_batch(["C"]))
+    methane = in_double(point_cloud_batch(["C"]))
     torch.manual_seed(0)
     for model in (MODELS["painn"](dipole=True), MODELS["et"](dipole=True)):
         with torch.no_grad():
@@ -186,7 +189,7 @@ def test_configs_compose_and_instantiate(batch, config, target, dipole):
     assert isinstance(module.backbone, target)
     assert (module.backbone.dipole is not None) is dipole
     assert module.backbone.out_dim == (1 if dipole else 8)
-    assert module(batch).shape == (len(batch["y"]),)
+    assert module(batch).shape == (len(batch),)
 
 
 @pytest.mark.parametrize("config,target", [("painn", PaiNN), ("et", EquivariantTransformer)])

@@ -5,6 +5,7 @@ symmetry, training steps, the warm-up + plateau schedule, and their Hydra config
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -77,10 +78,10 @@ def reference_triplets(edge_index: torch.Tensor) -> list[tuple[int, int]]:
 def test_triplets_match_the_definition(shuffle):
     torch.manual_seed(0)
     batch = point_cloud_batch(["CC(=O)O", "C", "N#CC"])
-    edge_index = radius_graph(batch["pos"], batch["batch"], cutoff=2.0)
+    edge_index = radius_graph(batch.pos, batch.molecule, cutoff=2.0)
     if shuffle:  # no reliance on edges sorted by target
         edge_index = edge_index[:, torch.randperm(edge_index.shape[1])]
-    idx_kj, idx_ji, idx_k, idx_i = triplets(edge_index, len(batch["z"]))
+    idx_kj, idx_ji, idx_k, idx_i = triplets(edge_index, len(batch.z))
     assert list(zip(idx_kj.tolist(), idx_ji.tolist(), strict=True)) == reference_triplets(
         edge_index
     )
@@ -97,8 +98,8 @@ def test_schnet_is_pygs_with_its_last_linear_as_the_head():
     weight = torch.randn(1, ours.out_dim)
     pyg.load_state_dict({**ours.state_dict(), "lin2.weight": weight, "lin2.bias": torch.zeros(1)})
     with torch.no_grad():
-        expected = pyg(batch["z"], batch["pos"], batch["batch"]).squeeze(-1)
-        torch.testing.assert_close(summed_head(*ours(batch), len(batch["y"]), weight), expected)
+        expected = pyg(batch.z, batch.pos, batch.molecule).squeeze(-1)
+        torch.testing.assert_close(summed_head(*ours(batch), len(batch), weight), expected)
 
 
 def test_dimenetpp_is_pygs_with_its_last_linears_as_the_head(tiny_dimenetpp, monkeypatch):
@@ -123,8 +124,8 @@ def test_dimenetpp_is_pygs_with_its_last_linears_as_the_head(tiny_dimenetpp, mon
     finals = {f"output_blocks.{b}.lin.weight": w for b, w in enumerate(weight.split(16, dim=1))}
     pyg.load_state_dict({**ours.state_dict(), **finals})
     with torch.no_grad():
-        expected = pyg(batch["z"], batch["pos"], batch["batch"]).squeeze(-1)
-        torch.testing.assert_close(summed_head(*ours(batch), len(batch["y"]), weight), expected)
+        expected = pyg(batch.z, batch.pos, batch.molecule).squeeze(-1)
+        torch.testing.assert_close(summed_head(*ours(batch), len(batch), weight), expected)
 
 
 def test_visnet_is_pygs_with_its_last_linear_as_the_head():
@@ -151,15 +152,15 @@ def test_visnet_is_pygs_with_its_last_linear_as_the_head():
     state[f"{last}.update_net.2.bias"][0] = 0.0
     pyg.load_state_dict(state)
     with torch.no_grad():
-        expected = pyg(batch["z"], batch["pos"], batch["batch"])[0].squeeze(-1)
-        torch.testing.assert_close(summed_head(*ours(batch), len(batch["y"]), weight), expected)
+        expected = pyg(batch.z, batch.pos, batch.molecule)[0].squeeze(-1)
+        torch.testing.assert_close(summed_head(*ours(batch), len(batch), weight), expected)
 
 
 def test_visnet_distance_adds_self_loops_to_the_radius_graph():
     batch = point_cloud_batch()
-    pos, n = batch["pos"], len(batch["z"])
-    edge_index, weight, vec = Distance(cutoff=3.0, max_num_neighbors=32)(pos, batch["batch"])
-    pairs = radius_graph(pos, batch["batch"], 3.0, 32)
+    pos, n = batch.pos, len(batch.z)
+    edge_index, weight, vec = Distance(cutoff=3.0, max_num_neighbors=32)(pos, batch.molecule)
+    pairs = radius_graph(pos, batch.molecule, 3.0, 32)
     torch.testing.assert_close(edge_index[:, : pairs.shape[1]], pairs)
     torch.testing.assert_close(edge_index[:, pairs.shape[1] :], torch.arange(n).expand(2, n))
     torch.testing.assert_close(vec, pos[edge_index[0]] - pos[edge_index[1]])
@@ -178,9 +179,9 @@ def test_outputs_are_invariant_to_rotation_reflection_translation_permutation(na
     )()
     batch = point_cloud_batch()
     assert_invariant(model, batch, reflect=True)  # casts the model to float64
-    doubled = {**batch, "pos": batch["pos"].double()}
+    doubled = replace(batch, pos=batch.pos.double())
     with torch.no_grad():
-        stretched = {**doubled, "pos": doubled["pos"] * 1.1}
+        stretched = replace(doubled, pos=doubled.pos * 1.1)
         assert not torch.allclose(
             molecule_output(model, stretched), molecule_output(model, doubled), atol=1e-4
         )
@@ -280,4 +281,4 @@ def test_config_builds_the_model(name, backbone, batch_size, schedule, tiny):
     scheduler = build_scheduler(module.scheduler_factory, optimizer, fake_trainer())
     assert type(scheduler) is schedule
     batch = point_cloud_batch()
-    assert module(batch).shape == (len(batch["y"]),)
+    assert module(batch).shape == (len(batch),)

@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch import nn
 
+from oodmol.data.batches import VectorBatch
 from oodmol.models.backbones.mlp import MLPBackbone
 from oodmol.models.likelihood import GaussianLikelihood
 from oodmol.models.module import PropertyRegressor
@@ -15,7 +16,7 @@ from oodmol.uq.dropout import (
     MCDropout,
 )
 
-BATCH = {"x": torch.randn(8, 4), "y": torch.randn(8), "index": torch.arange(8)}
+BATCH = VectorBatch(x=torch.randn(8, 4), y=torch.randn(8), index=torch.arange(8))
 
 
 def model(**uq) -> PropertyRegressor:
@@ -85,7 +86,7 @@ def test_mc_dropout_needs_dropout_layers_and_passes_need_dropout():
         out_dim = 4
 
         def forward(self, batch):
-            return batch["x"]
+            return batch.x
 
     with pytest.raises(ValueError, match=r"nn\.Dropout"):
         PropertyRegressor(NoDropout(), torch.optim.Adam, mc_dropout=FixedRateDropout())

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from oodmol.data.batches import Batch, GraphBatch, PointCloudBatch, VectorBatch
 from oodmol.data.featurize.impute import TrainImputer
 from oodmol.data.store import FeatureStore
 
@@ -27,12 +28,13 @@ class FeatureSet(ABC):
 
     @abstractmethod
     def dataset(
-        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray, name: str
+        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
     ) -> Dataset:
-        """A dataset of the molecules of set `name`; items carry `index` (position)."""
+        """A dataset of the molecules of set `name` (targets `y`, None when predicting)
+        whose batched access returns one typed batch (`oodmol.data.batches`)."""
 
-    def collate(self, items: list[dict]) -> dict:
-        return torch.utils.data.default_collate(items)
+    def collate(self, items: list[Batch]) -> Batch:
+        return items[0]  # the dataset's __getitems__ already built the batch
 
     @abstractmethod
     def dims(self) -> dict[str, int]:
@@ -78,38 +80,34 @@ class VectorFeatures(FeatureSet):
         return np.clip(filled, -FLOAT32_MAX, FLOAT32_MAX).astype(np.float32)
 
     def dataset(
-        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray, name: str
+        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
     ) -> Dataset:
         return TensorSet(torch.from_numpy(self.matrix(store, mol_ids, name)), y)
-
-    def collate(self, items: list[dict]) -> dict:
-        return items[0]  # TensorSet.__getitems__ already built the batch
 
 
 class TensorSet(Dataset):
     """Rows of a feature tensor with their targets and positions."""
 
-    def __init__(self, x: torch.Tensor, y: np.ndarray) -> None:
+    def __init__(self, x: torch.Tensor, y: np.ndarray | None) -> None:
         self.x = x
-        self.y = torch.as_tensor(y, dtype=torch.float32)
+        self.y = _targets(y)
 
     def __len__(self) -> int:
-        return len(self.y)
+        return len(self.x)
 
-    def __getitem__(self, i: int) -> dict:
-        return {"x": self.x[i], "y": self.y[i], "index": i}
+    def __getitem__(self, i: int) -> VectorBatch:
+        return self.__getitems__([i])[0]
 
-    def __getitems__(self, indices: list[int]) -> list[dict]:
-        """Batched access, so a batch is three tensor gathers and not B dict builds."""
-        idx = torch.as_tensor(indices)
-        return [{"x": self.x[idx], "y": self.y[idx], "index": idx}]
+    def __getitems__(self, indices: list[int]) -> list[VectorBatch]:
+        """Batched access, so a batch is a few tensor gathers and not B item builds."""
+        idx = torch.as_tensor(indices, dtype=torch.int64)
+        y = None if self.y is None else self.y[idx]
+        return [VectorBatch(x=self.x[idx], y=y, index=idx)]
 
 
 class GraphFeatures(FeatureSet):
     """Molecular graphs (`x`, `edge_index`, `edge_attr` per molecule), batched as one
-    disconnected graph in PyTorch Geometric's layout: `x` [atoms, atom_dim], `edge_index`
-    [2, edges] shifted to batch positions, `edge_attr` [edges, bond_dim], and `batch`,
-    the molecule of each atom. Edges keep their order within each molecule.
+    disconnected graph (`GraphBatch`). Edges keep their order within each molecule.
 
     Graph features need no training statistics (they are one-hot flags and scaled
     masses), so `fit` only checks that they are finite and reads their widths.
@@ -135,12 +133,9 @@ class GraphFeatures(FeatureSet):
         return {"atom_dim": self.atom_dim, "bond_dim": self.bond_dim}
 
     def dataset(
-        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray, name: str
+        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
     ) -> Dataset:
-        return GraphSet(list(store.iter_arrays(mol_ids)), y)
-
-    def collate(self, items: list[dict]) -> dict:
-        return items[0]  # GraphSet.__getitems__ already built the batch
+        return GraphSet(list(store.iter_arrays(mol_ids)), y, GraphBatch)
 
 
 class GraphSet(Dataset):
@@ -151,12 +146,14 @@ class GraphSet(Dataset):
 
     `atom_fields` have one row per atom and `edge_fields` one per edge; `edge_index`
     (if the graphs have it) is shifted to batch positions. 3D point clouds have no
-    edges (models build their own neighbour graphs), so theirs are empty."""
+    edges (models build their own neighbour graphs), so theirs are empty. A batch is a
+    `batch_type` of those fields, `molecule`, `y` and `index`."""
 
     def __init__(
         self,
         graphs: list[dict[str, np.ndarray]],
-        y: np.ndarray,
+        y: np.ndarray | None,
+        batch_type: type[GraphBatch] | type[PointCloudBatch],
         atom_fields: tuple[str, ...] = ("x",),
         edge_fields: tuple[str, ...] = ("edge_attr",),
     ) -> None:
@@ -173,15 +170,16 @@ class GraphSet(Dataset):
         self.edges = {field: cat(field) for field in edge_fields}
         # atom positions within the molecule; shifted to batch positions when batched
         self.edge_index = cat("edge_index", 1) if self.has_edges else None
-        self.y = torch.as_tensor(y, dtype=torch.float32)
+        self.y = _targets(y)
+        self.batch_type = batch_type
 
     def __len__(self) -> int:
-        return len(self.y)
+        return len(self.atom_ptr) - 1
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, i: int) -> GraphBatch | PointCloudBatch:
         return self.__getitems__([i])[0]
 
-    def __getitems__(self, indices: list[int]) -> list[dict]:
+    def __getitems__(self, indices: list[int]) -> list[GraphBatch | PointCloudBatch]:
         idx = torch.as_tensor(indices, dtype=torch.int64)
         atom_start, n_atoms = self.atom_ptr[idx], self.atom_ptr[idx + 1] - self.atom_ptr[idx]
         n_atom_total = int(n_atoms.sum())
@@ -190,7 +188,7 @@ class GraphSet(Dataset):
             atom_start - atom_shift, n_atoms, output_size=n_atom_total
         )
         segment = torch.repeat_interleave(torch.arange(len(idx)), n_atoms, output_size=n_atom_total)
-        batch = {field: values[atoms] for field, values in self.atoms.items()}
+        fields = {field: values[atoms] for field, values in self.atoms.items()}
         if self.has_edges:
             edge_start = self.edge_ptr[idx]
             n_edges = self.edge_ptr[idx + 1] - edge_start
@@ -199,16 +197,16 @@ class GraphSet(Dataset):
             edges = torch.arange(n_edge_total) + torch.repeat_interleave(
                 edge_start - edge_shift, n_edges, output_size=n_edge_total
             )
-            batch["edge_index"] = self.edge_index[:, edges] + torch.repeat_interleave(
+            fields["edge_index"] = self.edge_index[:, edges] + torch.repeat_interleave(
                 atom_shift, n_edges, output_size=n_edge_total
             )
-            batch.update({field: values[edges] for field, values in self.edges.items()})
-        batch.update({"batch": segment, "y": self.y[idx], "index": idx})
-        return [batch]
+            fields.update({field: values[edges] for field, values in self.edges.items()})
+        y = None if self.y is None else self.y[idx]
+        return [self.batch_type(**fields, molecule=segment, y=y, index=idx)]
 
 
 class PointCloudFeatures(FeatureSet):
-    """Atoms in 3D (`Graph3D`): batches of `z` [atoms], `pos` [atoms, 3] (Å) and `batch`.
+    """Atoms in 3D (`Graph3D`), batched as `PointCloudBatch`.
 
     Coordinates are used as they are: the models are invariant to where a molecule sits,
     and its size in Ångström is physics, not a statistic to scale away. `fit` checks the
@@ -229,10 +227,11 @@ class PointCloudFeatures(FeatureSet):
         return {}
 
     def dataset(
-        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray, name: str
+        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
     ) -> Dataset:
         graphs = list(store.iter_arrays(mol_ids))
-        return GraphSet(graphs, y, atom_fields=("z", "pos"), edge_fields=())
+        return GraphSet(graphs, y, PointCloudBatch, atom_fields=("z", "pos"), edge_fields=())
 
-    def collate(self, items: list[dict]) -> dict:
-        return items[0]  # GraphSet.__getitems__ already built the batch
+
+def _targets(y: np.ndarray | None) -> torch.Tensor | None:
+    return None if y is None else torch.as_tensor(y, dtype=torch.float32)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import lightning as L
 import torch
 
+from oodmol.data.batches import Batch
+
 
 @dataclass
 class Prediction:
@@ -41,11 +43,11 @@ class Regressor(L.LightningModule):
         self.y_mean.fill_(float(y.mean()))
         self.y_std.fill_(float(y.std()) if len(y) > 1 and float(y.std()) > 0 else 1.0)
 
-    def predict_batch(self, batch: dict) -> Prediction:
+    def predict_batch(self, batch: Batch) -> Prediction:
         """The model's prediction as used in validation (deterministic)."""
         raise NotImplementedError
 
-    def predict_test(self, batch: dict) -> Prediction:
+    def predict_test(self, batch: Batch) -> Prediction:
         """The prediction scored at test time; a model that samples (MC dropout) overrides
         it, so that validation and checkpoint selection stay deterministic."""
         return self.predict_batch(batch)
@@ -53,9 +55,9 @@ class Regressor(L.LightningModule):
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
         mean = self.predict_batch(batch).mean
-        y = batch["y"].to(mean.dtype)
+        y = batch.y.to(mean.dtype)
         scaled_mse = torch.mean(((mean - y) / self.y_std) ** 2)
         size = len(y)
         self.log("val_loss", scaled_mse, batch_size=size, prog_bar=True, sync_dist=True)
@@ -63,10 +65,10 @@ class Regressor(L.LightningModule):
             "val_rmse", torch.sqrt(torch.mean((mean - y) ** 2)), batch_size=size, sync_dist=True
         )
 
-    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> dict:
+    def test_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> dict:
         prediction = self.predict_test(batch)
         return {
-            "index": batch["index"],
+            "index": batch.index,
             "pred": prediction.mean.detach(),
             "var_epistemic": _detached(prediction.var_epistemic),
             "var_aleatoric": _detached(prediction.var_aleatoric),

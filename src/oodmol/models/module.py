@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from oodmol.data.batches import Batch
 from oodmol.models.base import Prediction, Regressor
 from oodmol.models.heads import RegressionHead
 from oodmol.models.likelihood import GaussianLikelihood, PointLikelihood
@@ -71,20 +72,20 @@ class PropertyRegressor(Regressor):
         if stage == "fit":
             self.n_train = len(self.trainer.datamodule.train_targets)
 
-    def forward(self, batch: dict) -> torch.Tensor:
+    def forward(self, batch: Batch) -> torch.Tensor:
         """Standardised head output: (B,) for a point head, (B, 2) for mean-variance."""
         out = self.backbone(batch)
         if isinstance(out, tuple):
             h, segment = out
-            out = self.readout(h, segment, len(batch["y"]))
+            out = self.readout(h, segment, len(batch))
         return self.head(out)
 
-    def predict_batch(self, batch: dict) -> Prediction:
+    def predict_batch(self, batch: Batch) -> Prediction:
         mean, var = self.likelihood.split(self(batch))
         aleatoric = None if var is None else var * self.y_std**2
         return Prediction(mean * self.y_std + self.y_mean, var_aleatoric=aleatoric)
 
-    def predict_test(self, batch: dict) -> Prediction:
+    def predict_test(self, batch: Batch) -> Prediction:
         if self.test_passes == 1:
             return self.predict_batch(batch)
         with self.mc_dropout.sampling():
@@ -96,8 +97,8 @@ class PropertyRegressor(Regressor):
         )
         return Prediction(mean, epistemic, aleatoric)
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        target = (batch["y"] - self.y_mean) / self.y_std
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        target = (batch.y - self.y_mean) / self.y_std
         loss = self.likelihood.loss(self(batch), target)
         self.log("train_loss", loss, batch_size=len(target), prog_bar=True)
         if self.mc_dropout is not None:

@@ -7,6 +7,7 @@ import torch
 from sklearn.ensemble import RandomForestRegressor
 
 from oodmol import parallel
+from oodmol.data.batches import VectorBatch
 from oodmol.models.base import Prediction, Regressor
 from oodmol.models.tree_arrays import ForestArrays
 
@@ -65,7 +66,7 @@ class RandomForestModule(Regressor):
         self.forest = ForestArrays.from_sklearn(forest)
         return forest
 
-    def training_step(self, batch: dict, batch_idx: int) -> None:
+    def training_step(self, batch: VectorBatch, batch_idx: int) -> None:
         """The forest was fitted in on_fit_start; one step of a zero-rate optimiser per
         epoch makes Lightning count it as training progress, so checkpoints (best.ckpt)
         and logs are written as for every other model."""
@@ -76,12 +77,12 @@ class RandomForestModule(Regressor):
         # A parameter outside the module: it is neither counted nor checkpointed.
         return torch.optim.SGD([torch.nn.Parameter(torch.zeros(()))], lr=0.0)
 
-    def predict_batch(self, batch: dict) -> Prediction:
+    def predict_batch(self, batch: VectorBatch) -> Prediction:
         """Mean over trees, and the variance over trees as an epistemic estimate (the
         trees are fitted on bootstrap resamples: a bagging ensemble)."""
         if self.forest is None:
             raise RuntimeError("the random forest is used before it was fitted")
-        per_tree = self.forest.predict_per_tree(batch["x"].cpu().numpy())
+        per_tree = self.forest.predict_per_tree(batch.x.cpu().numpy())
         mean = torch.as_tensor(per_tree.mean(axis=0), dtype=torch.float32)
         var = torch.as_tensor(per_tree.var(axis=0), dtype=torch.float32)
         return Prediction(mean.to(self.device), var_epistemic=var.to(self.device))

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch_geometric.nn.models import dimenet
 
+from oodmol.data.batches import PointCloudBatch
 from oodmol.models.neighbors import radius_graph
 
 
@@ -96,8 +97,8 @@ class DimeNetPP(dimenet.DimeNetPlusPlus):
             block.output_initializer = None
         self.out_dim = (num_blocks + 1) * out_emb_channels
 
-    def forward(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        z, pos, segment = batch["z"], batch["pos"], batch["batch"]
+    def forward(self, batch: PointCloudBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        z, pos, segment = batch.z, batch.pos, batch.molecule
         n_atoms = len(z)
         edge_index = radius_graph(pos, segment, self.cutoff, self.max_num_neighbors)
         j, i = edge_index

@@ -13,6 +13,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from oodmol.data.batches import GraphBatch
 from oodmol.models.heads import dense_layers
 
 Aggregation = Literal["norm", "mean", "sum"]
@@ -95,6 +96,6 @@ class DMPNN(nn.Module):
             return pooled / counts.unsqueeze(1).to(h.dtype)
         return pooled
 
-    def forward(self, batch: dict) -> torch.Tensor:
-        h = self.encode(batch["x"], batch["edge_index"], batch["edge_attr"])
-        return self.ffn(self.pool(h, batch["batch"], len(batch["y"])))
+    def forward(self, batch: GraphBatch) -> torch.Tensor:
+        h = self.encode(batch.x, batch.edge_index, batch.edge_attr)
+        return self.ffn(self.pool(h, batch.molecule, len(batch)))

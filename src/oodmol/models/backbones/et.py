@@ -46,6 +46,7 @@ import torch
 from torch import nn
 from torch_geometric.utils import scatter
 
+from oodmol.data.batches import PointCloudBatch
 from oodmol.models.backbones.painn import cosine_cutoff
 from oodmol.models.dipole import DipoleReadout
 from oodmol.models.neighbors import radius_graph
@@ -200,11 +201,11 @@ class EquivariantTransformer(nn.Module):
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
 
-    def embed(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, batch: PointCloudBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Scalar [N, F] (after the final LayerNorm) and vector [N, 3, F] atom features."""
-        z, pos = batch["z"], batch["pos"]
+        z, pos = batch.z, batch.pos
         n = z.shape[0]
-        edge_index = radius_graph(pos, batch["batch"], self.cutoff, self.max_neighbors)
+        edge_index = radius_graph(pos, batch.molecule, self.cutoff, self.max_neighbors)
         j, i = edge_index
         offset = pos[j] - pos[i]
         r = torch.linalg.vector_norm(offset, dim=-1)
@@ -225,13 +226,13 @@ class EquivariantTransformer(nn.Module):
             x, vec = x + dx, vec + dvec
         return self.out_norm(x), vec
 
-    def dipole_vector(self, batch: dict) -> torch.Tensor:
+    def dipole_vector(self, batch: PointCloudBatch) -> torch.Tensor:
         """The predicted dipole vectors μ [B, 3] (`dipole=True` only)."""
         x, vec = self.embed(batch)
-        return self.dipole.vector(x, vec, batch["pos"], batch["batch"], len(batch["y"]))
+        return self.dipole.vector(x, vec, batch.pos, batch.molecule, len(batch))
 
-    def forward(self, batch: dict) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, batch: PointCloudBatch) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         x, vec = self.embed(batch)
         if self.dipole is not None:
-            return self.dipole(x, vec, batch["pos"], batch["batch"], len(batch["y"]))
-        return self.output(x), batch["batch"]
+            return self.dipole(x, vec, batch.pos, batch.molecule, len(batch))
+        return self.output(x), batch.molecule

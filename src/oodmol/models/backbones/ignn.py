@@ -44,6 +44,7 @@ import torch
 from rdkit import Chem
 from torch import nn
 
+from oodmol.data.batches import PointCloudBatch
 from oodmol.models.backbones.tgnn import GCL
 
 BOND_FACTOR = 1.3  # RDKit's DetermineConnectivity default (covFactor), as in xyz2mol
@@ -231,14 +232,14 @@ class IGNN(nn.Module):
         self.decoder = nn.Sequential(nn.Linear(hidden, hidden), nn.Softsign())
         self.out_dim = hidden
 
-    def forward(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, batch: PointCloudBatch) -> tuple[torch.Tensor, torch.Tensor]:
         h, _ = self.encode(batch)
-        return self.decoder(h), batch["batch"]
+        return self.decoder(h), batch.molecule
 
-    def encode(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode(self, batch: PointCloudBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Atom vectors after the last block, and the atom positions after it (moved only
         by subclasses that update coordinates)."""
-        z, pos, segment = batch["z"], batch["pos"], batch["batch"]
+        z, pos, segment = batch.z, batch.pos, batch.molecule
         layout = DenseLayout.of(segment)  # one layout for bonds and every block
         distances = layout.distances(pos)
         bonds = perceive_bonds(z, layout, distances, self.radii, self.bond_factor)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from oodmol.data.batches import VectorBatch
 from oodmol.models.heads import dense_layers
 
 
@@ -17,5 +18,5 @@ class MLPBackbone(nn.Module):
         self.net = nn.Sequential(*dense_layers(dims, dropout))
         self.out_dim = dims[-1]
 
-    def forward(self, batch: dict) -> torch.Tensor:
-        return self.net(batch["x"])
+    def forward(self, batch: VectorBatch) -> torch.Tensor:
+        return self.net(batch.x)

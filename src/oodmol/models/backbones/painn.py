@@ -37,6 +37,7 @@ import torch
 from torch import nn
 from torch_geometric.utils import scatter
 
+from oodmol.data.batches import PointCloudBatch
 from oodmol.models.dipole import DipoleReadout, vector_norm
 from oodmol.models.neighbors import radius_graph
 
@@ -146,10 +147,10 @@ class PaiNN(nn.Module):
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
 
-    def embed(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed(self, batch: PointCloudBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Scalar [N, F] and vector [N, 3, F] atom features after the interaction blocks."""
-        z, pos = batch["z"], batch["pos"]
-        edge_index = radius_graph(pos, batch["batch"], self.cutoff, self.max_neighbors)
+        z, pos = batch.z, batch.pos
+        edge_index = radius_graph(pos, batch.molecule, self.cutoff, self.max_neighbors)
         j, i = edge_index
         offset = pos[j] - pos[i]
         r = torch.linalg.vector_norm(offset, dim=-1)
@@ -163,13 +164,13 @@ class PaiNN(nn.Module):
             s, v = update(s, v)
         return s, v
 
-    def dipole_vector(self, batch: dict) -> torch.Tensor:
+    def dipole_vector(self, batch: PointCloudBatch) -> torch.Tensor:
         """The predicted dipole vectors μ [B, 3] (`dipole=True` only)."""
         s, v = self.embed(batch)
-        return self.dipole.vector(s, v, batch["pos"], batch["batch"], len(batch["y"]))
+        return self.dipole.vector(s, v, batch.pos, batch.molecule, len(batch))
 
-    def forward(self, batch: dict) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, batch: PointCloudBatch) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         s, v = self.embed(batch)
         if self.dipole is not None:
-            return self.dipole(s, v, batch["pos"], batch["batch"], len(batch["y"]))
-        return self.output(s), batch["batch"]
+            return self.dipole(s, v, batch.pos, batch.molecule, len(batch))
+        return self.output(s), batch.molecule

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from torch_geometric.nn.models import schnet
 
+from oodmol.data.batches import PointCloudBatch
 from oodmol.models.neighbors import radius_graph
 
 
@@ -74,10 +75,10 @@ class SchNet(schnet.SchNet):
         nn.init.xavier_uniform_(self.lin1.weight)
         self.lin1.bias.data.zero_()
 
-    def forward(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        segment = batch["batch"]
-        h = self.embedding(batch["z"])
-        edge_index, edge_weight = self.interaction_graph(batch["pos"], segment)
+    def forward(self, batch: PointCloudBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        segment = batch.molecule
+        h = self.embedding(batch.z)
+        edge_index, edge_weight = self.interaction_graph(batch.pos, segment)
         edge_attr = self.distance_expansion(edge_weight)
         for interaction in self.interactions:
             h = h + interaction(h, edge_index, edge_weight, edge_attr)

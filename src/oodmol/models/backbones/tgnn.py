@@ -22,6 +22,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from oodmol.data.batches import GraphBatch
+
 
 class GCL(nn.Module):
     """One layer: edge MLP on [h_i ‖ h_j ‖ e_ij], summed at i; node MLP on [h_i ‖ m_i],
@@ -77,8 +79,8 @@ class TGNN(nn.Module):
         self.decoder = nn.Sequential(nn.Linear(hidden, hidden), nn.Softsign())
         self.out_dim = hidden
 
-    def forward(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.atom_embedding(batch["x"])
+    def forward(self, batch: GraphBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.atom_embedding(batch.x)
         for layer in self.layers:
-            h = layer(h, batch["edge_index"], batch["edge_attr"], self.bond_embedding)
-        return self.decoder(h), batch["batch"]
+            h = layer(h, batch.edge_index, batch.edge_attr, self.bond_embedding)
+        return self.decoder(h), batch.molecule

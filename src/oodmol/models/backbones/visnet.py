@@ -32,6 +32,7 @@ import torch
 from torch import nn
 from torch_geometric.nn.models import visnet
 
+from oodmol.data.batches import PointCloudBatch
 from oodmol.models.neighbors import radius_graph
 
 
@@ -106,9 +107,9 @@ class ViSNet(nn.Module):
         nn.init.xavier_uniform_(self.lin.weight)
         self.lin.bias.data.zero_()
 
-    def forward(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        segment = batch["batch"]
-        x, v = self.representation(batch["z"], batch["pos"], segment)
+    def forward(self, batch: PointCloudBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        segment = batch.molecule
+        x, v = self.representation(batch.z, batch.pos, segment)
         x, v = self.gated(x, v)
         x = torch.cat([x, torch.norm(self.vec_proj(v), dim=-2)], dim=-1)
         return self.act(self.lin(x)), segment

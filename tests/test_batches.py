@@ -1,0 +1,53 @@
+"""Typed batches: a batch of unlabelled molecules (prediction) is as complete as a training
+batch, and every kind of feature set builds its own batch type."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from geometry_helpers import SMILES
+from hydra.utils import instantiate
+
+from oodmol.config import compose_config
+from oodmol.data.batches import GraphBatch, PointCloudBatch, VectorBatch
+from oodmol.data.features import GraphSet, TensorSet
+from oodmol.data.featurize.base import MolInput
+from oodmol.data.featurize.graph2d import Graph2D
+from oodmol.data.featurize.graph3d import Graph3D
+
+
+def test_vector_batch_without_targets_counts_its_molecules() -> None:
+    dataset = TensorSet(torch.randn(7, 3), None)
+    (batch,) = dataset.__getitems__([4, 0, 6])
+    assert isinstance(batch, VectorBatch)
+    assert len(dataset) == 7 and len(batch) == 3 and batch.y is None
+    assert batch.index.tolist() == [4, 0, 6]
+
+
+@pytest.mark.parametrize(
+    "featurizer, batch_type, fields",
+    [
+        (Graph2D(), GraphBatch, {}),
+        (Graph3D(), PointCloudBatch, {"atom_fields": ("z", "pos"), "edge_fields": ()}),
+    ],
+)
+def test_graph_batches_without_targets_count_their_molecules(featurizer, batch_type, fields):
+    graphs = [featurizer(MolInput(s)) for s in SMILES]
+    dataset = GraphSet(graphs, None, batch_type, **fields)
+    (batch,) = dataset.__getitems__([2, 3])
+    assert isinstance(batch, batch_type)
+    assert len(dataset) == len(SMILES) and len(batch) == 2 and batch.y is None
+    n_atoms = sum(len(next(iter(graphs[i].values()))) for i in (2, 3))
+    assert batch.molecule.tolist() == sorted(batch.molecule.tolist()) and len(batch.molecule) == (
+        n_atoms
+    )
+
+
+def test_model_predicts_a_batch_without_targets() -> None:
+    cfg = compose_config("train", ["model=mlp", "model.module.backbone.in_dim=3"])
+    module = instantiate(cfg.model.module)
+    batch = VectorBatch(x=torch.randn(5, 3), index=torch.arange(5))
+    prediction = module.predict_batch(batch)
+    assert prediction.mean.shape == (5,)
+    assert np.isfinite(prediction.mean.detach().numpy()).all()
