@@ -25,7 +25,7 @@ from oodmol.eval.comparability import SHORTENED, coverage_flags
 from oodmol.eval.external import check_values, read_predictions, score_sets
 from oodmol.eval.results import write_results
 from oodmol.parallel import limit_threads
-from oodmol.runs import CONFIG_KEY, RUN_KEY, build_datamodule, build_model
+from oodmol.runs import CONFIG_KEY, RUN_KEY, STATISTICS_KEY, build_datamodule, build_model
 
 log = logging.getLogger("oodmol.evaluate")
 
@@ -44,7 +44,7 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
     dm = build_datamodule(run)
     dm.prepare_data()
     dm.setup("test")
-    model = build_model(run, dm)
+    model = build_model(run, checkpoint[STATISTICS_KEY])
     info = {
         "task": run.task.name,
         "split": run.split.name,

@@ -33,7 +33,7 @@ from torch_geometric.data import Batch, Data
 from oodmol.config import compose_config
 from oodmol.data.batches import GraphBatch
 from oodmol.data.featurize.base import inputs_of
-from oodmol.runs import build_datamodule, build_model
+from oodmol.runs import build_datamodule, build_model, training_statistics
 
 
 class EpochTimer(L.Callback):
@@ -101,7 +101,7 @@ class Ours:
         return time.perf_counter() - started
 
     def module(self) -> L.LightningModule:
-        return build_model(self.cfg, self.dm)
+        return build_model(self.cfg, training_statistics(self.cfg, self.dm))
 
     def fit(self, epochs: int) -> list[tuple[float, float]]:
         self.cfg.model.max_epochs = epochs

@@ -80,7 +80,7 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
     """One model's figures (run in a child process)."""
     from oodmol.config import compose_config
     from oodmol.models.neighbors import radius_graph
-    from oodmol.runs import build_datamodule, build_model
+    from oodmol.runs import build_datamodule, build_model, training_statistics
 
     cfg = compose_config(
         "train", [f"model={name}", "task=csd10k_density", "split=ood", "progress=false"]
@@ -105,7 +105,7 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
     baseline = rss_mb()
     if on_cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    model = build_model(cfg, dm).to(device)
+    model = build_model(cfg, training_statistics(cfg, dm)).to(device)
     model.fit_target_scaling(dm.train_targets)
     optimizer = model.optimizer_factory(model.parameters())
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 from geometry_helpers import SMILES
-from hydra.utils import instantiate
 
 from oodmol.config import compose_config
 from oodmol.data.batches import GraphBatch, PointCloudBatch, VectorBatch
@@ -15,6 +14,7 @@ from oodmol.data.features import GraphSet, TensorSet
 from oodmol.data.featurize.base import MolInput
 from oodmol.data.featurize.graph2d import Graph2D
 from oodmol.data.featurize.graph3d import Graph3D
+from oodmol.runs import build_model
 
 
 def test_vector_batch_without_targets_counts_its_molecules() -> None:
@@ -45,8 +45,7 @@ def test_graph_batches_without_targets_count_their_molecules(featurizer, batch_t
 
 
 def test_model_predicts_a_batch_without_targets() -> None:
-    cfg = compose_config("train", ["model=mlp", "model.module.backbone.in_dim=3"])
-    module = instantiate(cfg.model.module)
+    module = build_model(compose_config("train", ["model=mlp"]), {"backbone.in_dim": 3})
     batch = VectorBatch(x=torch.randn(5, 3), index=torch.arange(5))
     prediction = module.predict_batch(batch)
     assert prediction.mean.shape == (5,)

@@ -4,20 +4,27 @@ the defaults list lets experiment, search and debug configs set train.yaml's key
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import get_class, instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from oodmol.config import CONFIG_DIR_ENV, compose_config, config_dir
-from oodmol.runs import uq_module_arguments
+from oodmol.data.statistics import TrainingSplit, compute_statistics
+from oodmol.data.store import FeatureStore
+from oodmol.data.table import MoleculeTable
+from oodmol.runs import build_model
 
 CONFIGS = config_dir()
-WIDTH = 8  # stands in for the input widths that the featurised data fills in
+# a few training molecules for the statistics a model declares
+TRAIN_SMILES = ["CCO", "c1ccccc1O", "CC(=O)N", "OCC#N"]
 # groups of configs/train.yaml's defaults, each tried with every option it has
 TRAIN_GROUPS = ("task", "split", "model", "uq", "trainer", "logger", "callbacks", "debug")
 
@@ -42,27 +49,39 @@ def composed(group: str, option: str, csv_task: list[str], hydra: bool = False) 
         return compose("train", overrides, return_hydra_config=hydra)
 
 
-def build_module(cfg: DictConfig):
-    """The model's module, with the data's input widths stood in for."""
-    module = cfg.model.module
-    backbone = module.get("backbone")
-    with open_dict(module):
-        for key in list(backbone.keys()) if backbone is not None else []:
-            if OmegaConf.is_missing(backbone, key):
-                backbone[key] = WIDTH
-    return instantiate(module, **uq_module_arguments(cfg))
+@pytest.fixture(scope="module")
+def statistics(tmp_path_factory: pytest.TempPathFactory) -> Callable[[DictConfig], dict]:
+    """The statistics a model declares, of a tiny training set featurised as it reads it
+    (one feature cache per featuriser)."""
+    folder = tmp_path_factory.mktemp("features")
+    ids = np.arange(len(TRAIN_SMILES))
+    targets = np.linspace(-1.0, 1.0, len(ids))
+    table = MoleculeTable("tiny", ids, np.array(TRAIN_SMILES), {"y": targets})
+    stores: dict[str, FeatureStore] = {}
+
+    def compute(cfg: DictConfig) -> dict:
+        featurizer = instantiate(cfg.model.featurizer)
+        key = json.dumps([featurizer.name, featurizer.params()], sort_keys=True)
+        if key not in stores:
+            stores[key] = FeatureStore.build_or_open(
+                featurizer, table, folder, n_jobs=1, progress=False
+            )
+        features = instantiate(cfg.model.features)
+        features.fit(stores[key], ids)
+        specs = {p: instantiate(s) for p, s in (cfg.model.get("statistics") or {}).items()}
+        return compute_statistics(specs, TrainingSplit(stores[key], features, ids, targets), None)
+
+    return compute
 
 
 @pytest.mark.parametrize(
     "group, option", [(group, option) for group in TRAIN_GROUPS for option in options(group)]
 )
-def test_every_config_composes_and_builds(group: str, option: str, csv_task) -> None:
+def test_every_config_composes_and_builds(group, option, csv_task, statistics) -> None:
     cfg = composed(group, option, csv_task)
     instantiate(cfg.task)
     instantiate(cfg.split)
-    instantiate(cfg.model.featurizer)
-    instantiate(cfg.model.features)
-    assert build_module(cfg).n_params() >= 0
+    assert build_model(cfg, statistics(cfg)).n_params() >= 0
     for entry in (cfg.logger or {}).values():
         if entry is not None:
             instantiate(entry)

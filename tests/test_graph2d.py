@@ -118,7 +118,7 @@ def test_graph_features_read_the_cache(tmp_path):
     store = FeatureStore.build_or_open(Graph2D(), table, tmp_path, n_jobs=1, progress=False)
     features = GraphFeatures()
     facts = features.fit(store, ids[:3])
-    assert facts == {"atom_dim": 72, "bond_dim": 14} == features.dims()
+    assert facts == {"atom_dim": 72, "bond_dim": 14} == features.facts()
     dataset = features.dataset(store, ids[[4, 1]], np.array([1.0, 2.0]), "val")
     (batch,) = dataset.__getitems__([0, 1])
     direct = [Graph2D()(MolInput(SMILES[i])) for i in (4, 1)]

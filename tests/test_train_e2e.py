@@ -478,6 +478,18 @@ def test_target_scaler_comes_from_the_training_set_and_travels(tiny: TinyTask) -
     assert metrics_of(run)["train_median"] == pytest.approx(float(np.median(y_train)))
 
 
+@slow
+def test_checkpoint_carries_what_rebuilds_the_model(tiny: TinyTask) -> None:
+    """The statistics the model was built from and the feature set's training state:
+    a checkpoint is enough to read new molecules as the training ones were read."""
+    saved = _checkpoint(run_dir(tiny, "mlp") / "checkpoints" / "best.ckpt")
+    assert saved["oodmol_statistics"] == {"backbone.in_dim": 256}  # Morgan bits
+    features = saved["oodmol_features"]
+    assert set(features) == {"imputer_means", "mean", "scale"}
+    assert features["mean"].shape == features["scale"].shape == (256,)
+    assert "in_dim" not in saved["oodmol_config"]["model"]["module"]["backbone"]
+
+
 # --------------------------------------------------------------- known bugs (xfail)
 
 

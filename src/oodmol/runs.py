@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import lightning as L
 from hydra.utils import get_class, instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from oodmol.data.datamodule import MoleculeDataModule
+from oodmol.data.features import FeatureSet
 
 CONFIG_KEY = "oodmol_config"
 RUN_KEY = "oodmol_run"  # the run's configuration key and identity
+STATISTICS_KEY = "oodmol_statistics"  # the training statistics the model was built from
+FEATURES_KEY = "oodmol_features"  # what the feature set learnt from the training split
 
 
 def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
@@ -33,19 +37,29 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
     )
 
 
-def build_model(cfg: DictConfig, dm: MoleculeDataModule) -> L.LightningModule:
-    """The model, with input widths that depend on the data (`???` in its config) filled
-    from the featurised training set, and the uq method's module arguments (`uq.module`:
-    a mean-variance likelihood, MC dropout) added to the model's own."""
-    module_cfg = cfg.model.module
-    backbone = module_cfg.get("backbone")
-    if backbone is not None:
-        with open_dict(backbone):
-            for key, value in dm.features.dims().items():
-                # `key in cfg` is False for a `???` value, hence the explicit key list
-                if key in list(backbone.keys()) and OmegaConf.is_missing(backbone, key):
-                    backbone[key] = value
-    return instantiate(module_cfg, **uq_module_arguments(cfg))
+def training_statistics(cfg: DictConfig, dm: MoleculeDataModule) -> dict[str, Any]:
+    """The statistics the model's config declares (`model.statistics`: a path inside
+    `model.module` → a `oodmol.data.statistics.Statistic`), of the training split."""
+    declared = cfg.model.get("statistics") or {}
+    return dm.statistics({path: instantiate(spec) for path, spec in declared.items()})
+
+
+def build_model(cfg: DictConfig, statistics: dict[str, Any]) -> L.LightningModule:
+    """The model's module, built with the training statistics it declared (each at its
+    path) and the uq method's module arguments (`uq.module`: a mean-variance likelihood,
+    MC dropout); the config itself is left as it is."""
+    arguments: dict[str, Any] = {}
+    for path, value in statistics.items():
+        *parents, name = path.split(".")
+        node = arguments
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[name] = value
+    for name, value in uq_module_arguments(cfg).items():
+        if name in arguments:
+            raise ValueError(f"uq={cfg.uq.name} and model.statistics both set {name!r}")
+        arguments[name] = value
+    return instantiate(cfg.model.module, **arguments)
 
 
 def uq_module_arguments(cfg: DictConfig) -> dict:
@@ -68,15 +82,22 @@ def uq_module_arguments(cfg: DictConfig) -> dict:
 
 
 class SaveRunConfig(L.Callback):
-    """Stores the resolved run config in every checkpoint, so evaluate.py can rebuild the
-    model and its data from the checkpoint alone, and the run's entry (configuration key,
-    identity, budget overrides), so a resume can check it continues the same run (plain
-    containers: loads weights-only)."""
+    """Stores in every checkpoint what rebuilds its model without the training data: the
+    resolved run config, the training statistics the model was built from, and what the
+    feature set learnt from the training split; and the run's entry (configuration key,
+    identity, budget overrides), so a resume can check it continues the same run. All
+    plain containers and tensors: a checkpoint loads weights-only."""
 
-    def __init__(self, cfg: DictConfig, run_entry: dict) -> None:
+    def __init__(
+        self, cfg: DictConfig, run_entry: dict, statistics: dict, features: FeatureSet
+    ) -> None:
         self.config = OmegaConf.to_container(cfg, resolve=True)
         self.run_entry = run_entry
+        self.statistics = statistics
+        self.features = features
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         checkpoint[CONFIG_KEY] = self.config
         checkpoint[RUN_KEY] = self.run_entry
+        checkpoint[STATISTICS_KEY] = self.statistics
+        checkpoint[FEATURES_KEY] = self.features.state_dict()

@@ -17,6 +17,7 @@ from oodmol.data.featurize.base import Featurizer
 from oodmol.data.sampling import EpochShuffle
 from oodmol.data.splits.assignment import SETS, EmptySetError, SplitAssignment, empty_sets
 from oodmol.data.splits.splitters import Splitter
+from oodmol.data.statistics import Statistic, TrainingSplit, compute_statistics
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import Task, TaskData, load_split, load_task
 
@@ -182,6 +183,12 @@ class MoleculeDataModule(L.LightningDataModule):
         )
 
     # Facts the model and the evaluation need, all from the training set.
+    def statistics(self, specs: dict[str, Statistic]) -> dict:
+        """The declared statistics (`oodmol.data.statistics`) of this run's training
+        molecules, cached in the data folder."""
+        train = TrainingSplit(self.store, self.features, self.set_ids["train"], self.train_targets)
+        return compute_statistics(specs, train, self.data_dir / "statistics")
+
     @property
     def train_targets(self) -> np.ndarray:
         return self.targets("train")

@@ -19,7 +19,9 @@ class FeatureSet(ABC):
     """How one kind of cached feature becomes torch batches.
 
     `fit` sees the training molecules only (imputation values, scaling), so nothing
-    about validation or test molecules leaks into what a model reads.
+    about validation or test molecules leaks into what a model reads. What it learnt
+    travels in every checkpoint (`state_dict`), so a trained model reads new molecules
+    exactly as it read its training ones (`oodmol predict`).
     """
 
     @abstractmethod
@@ -37,8 +39,18 @@ class FeatureSet(ABC):
         return items[0]  # the dataset's __getitems__ already built the batch
 
     @abstractmethod
-    def dims(self) -> dict[str, int]:
-        """Input widths a backbone needs (e.g. `in_dim`), known once `fit` has run."""
+    def facts(self) -> dict[str, int]:
+        """What a model may be built from (input widths such as `in_dim`; a vocabulary's
+        size), known once `fit` has run; `oodmol.data.statistics.FeatureFact` reads them."""
+
+    @abstractmethod
+    def state_dict(self) -> dict:
+        """What `fit` learnt, as tensors and plain values (a checkpoint loads it
+        weights-only)."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what `fit` learnt, instead of fitting again."""
 
 
 class VectorFeatures(FeatureSet):
@@ -69,8 +81,19 @@ class VectorFeatures(FeatureSet):
             "columns_without_training_values": len(self.imputer.empty_columns),
         }
 
-    def dims(self) -> dict[str, int]:
+    def facts(self) -> dict[str, int]:
         return {"in_dim": len(self.imputer.means)}
+
+    def state_dict(self) -> dict:
+        state = {"imputer_means": torch.from_numpy(self.imputer.means)}
+        if self.standardize:
+            state |= {"mean": torch.from_numpy(self.mean), "scale": torch.from_numpy(self.scale)}
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.imputer.means = state["imputer_means"].numpy()
+        if self.standardize:
+            self.mean, self.scale = state["mean"].numpy(), state["scale"].numpy()
 
     def matrix(self, store: FeatureStore, mol_ids: np.ndarray, name: str) -> np.ndarray:
         filled, n_imputed = self.imputer.transform(store.matrix(mol_ids).astype(np.float64))
@@ -129,8 +152,14 @@ class GraphFeatures(FeatureSet):
         self.bond_dim = first["edge_attr"].shape[1]
         return {"atom_dim": self.atom_dim, "bond_dim": self.bond_dim}
 
-    def dims(self) -> dict[str, int]:
+    def facts(self) -> dict[str, int]:
         return {"atom_dim": self.atom_dim, "bond_dim": self.bond_dim}
+
+    def state_dict(self) -> dict:
+        return self.facts()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.atom_dim, self.bond_dim = state["atom_dim"], state["bond_dim"]
 
     def dataset(
         self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
@@ -223,8 +252,14 @@ class PointCloudFeatures(FeatureSet):
             )
         return {}
 
-    def dims(self) -> dict[str, int]:
+    def facts(self) -> dict[str, int]:
         return {}
+
+    def state_dict(self) -> dict:
+        return {}  # coordinates are read as they are: nothing is learnt
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
 
     def dataset(
         self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str

@@ -20,12 +20,13 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from oodmol.data.datamodule import MoleculeDataModule
+from oodmol.data.features import FeatureSet
 from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.comparability import SHORTENED, budget_overrides
 from oodmol.eval.metrics import NonFinitePredictions
 from oodmol.eval.results import package_versions
 from oodmol.io import atomic_write_json
-from oodmol.runs import SaveRunConfig, build_datamodule, build_model
+from oodmol.runs import SaveRunConfig, build_datamodule, build_model, training_statistics
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.identity import config_key, run_identity
 from oodmol.training.loggers import Resumable
@@ -64,12 +65,13 @@ def train(cfg: DictConfig) -> dict | float | None:
     dm = build_datamodule(cfg)
     dm.prepare_data()
     dm.setup("fit")
-    model = build_model(cfg, dm)
+    statistics = training_statistics(cfg, dm)
+    model = build_model(cfg, statistics)
     loggers = instantiate_group(cfg.logger)
     for logger in loggers:
         if isinstance(logger, Resumable):
             logger.resume_at(plan.resume_step)
-    callbacks = [*instantiate_group(cfg.callbacks), *run.callbacks()]
+    callbacks = [*instantiate_group(cfg.callbacks), *run.callbacks(statistics, dm.features)]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
     try:
         return run.fit_and_test(trainer, model, dm, plan.checkpoint)
@@ -104,17 +106,16 @@ class RunCallbacks:
         self.record = TrainingRecord()
         self.preemption = PreemptionCheckpoint(checkpoints / LAST_CHECKPOINT)
         self.overrides, self.debug = _command_line()
-        run_entry = {
+        self.run_entry = {
             "config_key": self.key,
             "identity": run_identity(cfg),
             "budget_overrides": budget_overrides(self.overrides),
             "debug": self.debug,
         }
-        self.save_config = SaveRunConfig(cfg, run_entry)
 
-    def callbacks(self) -> list[L.Callback]:
+    def callbacks(self, statistics: dict, features: FeatureSet) -> list[L.Callback]:
         return [
-            self.save_config,
+            SaveRunConfig(self.cfg, self.run_entry, statistics, features),
             self.record,
             RandomState(),
             DivergenceGuard(),
