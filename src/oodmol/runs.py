@@ -29,6 +29,7 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         features=instantiate(cfg.model.features),
         data_dir=cfg.paths.data_dir,
         batch_size=cfg.model.batch_size,
+        eval_batch_size=cfg.eval_batch_size,
         num_workers=cfg.num_workers,
         progress=cfg.progress,
         bootstrap_seed=cfg.seed if bootstrap else None,

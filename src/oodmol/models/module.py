@@ -13,6 +13,7 @@ from oodmol.models.heads import RegressionHead
 from oodmol.models.likelihood import GaussianLikelihood, PointLikelihood
 from oodmol.models.readout import Readout
 from oodmol.models.schedules import build_scheduler
+from oodmol.training.optim import build_optimizer
 from oodmol.uq.dropout import FixedRateDropout
 from oodmol.uq.mixture import mixture
 
@@ -31,7 +32,9 @@ class PropertyRegressor(Regressor):
 
     `gradient_clip_norm` clips the gradients' total norm before every optimiser step, a
     part of some models' published recipes (BOOM's Equivariant Transformer: 0.1), so it
-    belongs to the model's config rather than to the trainer's.
+    belongs to the model's config rather than to the trainer's. `parameter_groups` sets
+    weight decay, learning-rate factors and frozen parts per parameter
+    (`oodmol.training.optim`).
     """
 
     def __init__(
@@ -47,6 +50,7 @@ class PropertyRegressor(Regressor):
         mc_dropout: FixedRateDropout | None = None,
         test_passes: int = 1,
         gradient_clip_norm: float | None = None,
+        parameter_groups: dict | None = None,
     ) -> None:
         super().__init__()
         if test_passes > 1 and mc_dropout is None:
@@ -64,6 +68,7 @@ class PropertyRegressor(Regressor):
         self.gradient_clip_norm = gradient_clip_norm
         self.n_train = 0
         self.optimizer_factory = optimizer
+        self.parameter_groups = parameter_groups
         self.scheduler_factory = scheduler
         self.scheduler_interval = scheduler_interval
 
@@ -114,7 +119,7 @@ class PropertyRegressor(Regressor):
         self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def configure_optimizers(self):
-        optimizer = self.optimizer_factory(self.parameters())
+        optimizer = build_optimizer(self.optimizer_factory, self, self.parameter_groups)
         if self.scheduler_factory is None:
             return optimizer
         scheduler = build_scheduler(self.scheduler_factory, optimizer, self.trainer)

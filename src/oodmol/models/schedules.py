@@ -100,3 +100,29 @@ def warmup_plateau(
 
     optimizer.register_step_pre_hook(warm_up)
     return ReduceLROnPlateau(optimizer, mode="min", factor=factor, patience=patience, min_lr=min_lr)
+
+
+def warmup_cosine(
+    optimizer: Optimizer,
+    trainer: L.Trainer,
+    warmup_fraction: float = 0.1,
+    min_lr: float = 0.0,
+) -> LambdaLR:
+    """Linear warm-up over the first `warmup_fraction` of all optimizer steps, then a
+    cosine decay to `min_lr` at the last step (`scheduler_interval: step`), as BOOM's
+    ModernBERT and most transformer recipes train. Rates are relative to each parameter
+    group's own (so layer-wise factors hold); `min_lr` is absolute for the optimizer's
+    largest rate."""
+    if not trainer.max_epochs or trainer.max_epochs < 0:
+        raise ValueError("warmup_cosine needs a finite trainer.max_epochs to decay over")
+    total = trainer.max_epochs * steps_per_epoch(trainer)
+    warmup = max(1, round(warmup_fraction * total))
+    floor = min_lr / max(group["lr"] for group in optimizer.param_groups)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return LambdaLR(optimizer, factor)

@@ -71,7 +71,11 @@ def train(cfg: DictConfig) -> dict | float | None:
     for logger in loggers:
         if isinstance(logger, Resumable):
             logger.resume_at(plan.resume_step)
-    callbacks = [*instantiate_group(cfg.callbacks), *run.callbacks(statistics, dm.features)]
+    callbacks = [
+        *instantiate_group(cfg.callbacks),
+        *instantiate_group(cfg.model.get("callbacks")),  # the model's own (e.g. EMA)
+        *run.callbacks(statistics, dm.features),
+    ]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
     try:
         return run.fit_and_test(trainer, model, dm, plan.checkpoint)
