@@ -1,22 +1,7 @@
-"""Train and test one model on one task: python train.py model=<m> task=<t> split=<s>."""
+"""Train and test one model on one task: python train.py model=<m> task=<t> split=<s>
+(the same as `oodmol train ...`)."""
 
-from __future__ import annotations
-
-import hydra
-from omegaconf import DictConfig
-
-from oodmol.parallel import limit_threads
-from oodmol.training.run import train
-from oodmol.uq.members import run_members
-
-
-@hydra.main(config_path="configs", config_name="train", version_base="1.3")
-def main(cfg: DictConfig) -> dict | float | None:
-    """One model, or the members of an ensemble (`uq.members`) and their combination."""
-    if cfg.threads:
-        limit_threads(cfg.threads)
-    return run_members(cfg, train)
-
+from oodmol.apps.train import main
 
 if __name__ == "__main__":
     main()

@@ -74,6 +74,10 @@ class Regressor(L.LightningModule):
             "var_aleatoric": _detached(prediction.var_aleatoric),
         }
 
+    def predict_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> dict:
+        """As at test time: new molecules are predicted as test molecules were."""
+        return self.test_step(batch, batch_idx, dataloader_idx)
+
 
 def _detached(value: torch.Tensor | None) -> torch.Tensor | None:
     return None if value is None else value.detach()

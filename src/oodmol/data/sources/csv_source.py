@@ -75,7 +75,8 @@ class CSVSource(Source):
         """Every file has the SMILES column and a target column, and every target column
         is in some file: checked on the headers, before any row is read."""
         for path, header in headers.items():
-            has_target = bool(set(self.target_columns) & set(header))
+            # a file of molecules to predict has no target column
+            has_target = not self.target_columns or bool(set(self.target_columns) & set(header))
             if self.smiles_column in header and has_target:
                 continue
             missing = [] if self.smiles_column in header else [self.smiles_column]
@@ -121,6 +122,25 @@ class CSVSource(Source):
             "smiles_column": self.smiles_column,
             "target_columns": self.target_columns,
         }
+
+
+def read_smiles_column(path: Path, column: str) -> list[tuple[int, str]]:
+    """(line number, SMILES) of every data row of a CSV file, blank cells included: a
+    file of molecules to predict, where each row must come back with an answer."""
+    header = _header(path)
+    if column not in header:
+        raise DataFileError(
+            f"{path}: no column {column!r} (smiles_column=); the file's columns are {header}"
+            f"{_delimiter_hint(header)}"
+        )
+    index = header.index(column)
+    with _csv_rows(path) as reader:
+        next(reader, None)
+        return [
+            (reader.line_num, row[index].strip() if index < len(row) else "")
+            for row in reader
+            if any(cell.strip() for cell in row)
+        ]
 
 
 class DataFileError(ValueError):

@@ -1,0 +1,47 @@
+"""The `oodmol` command, one entry to every tool of the benchmark:
+
+oodmol train    <overrides>            train and test a model   (python train.py)
+oodmol evaluate <overrides>            score a checkpoint or a predictions file
+oodmol predict  ckpt_path=... input=... out=...   predict new molecules
+oodmol data     {export,prepare,card} <overrides>   data sets, splits, feature caches
+oodmol report   <runs> --out <dir>     the leaderboard of a folder of runs
+oodmol uq       combine <members> --out <dir>       combine ensemble members
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+# Hydra applications run as `python -m <module>`: the process is then the one Hydra,
+# Lightning's DDP launcher and a cluster's signals expect (a training run re-launches
+# its own command line for every DDP process)
+HYDRA_APPS = {
+    "train": "oodmol.apps.train",
+    "evaluate": "oodmol.apps.evaluate",
+    "predict": "oodmol.apps.predict",
+}
+TOOLS = {
+    "data": "oodmol.data.__main__",
+    "report": "oodmol.report.__main__",
+    "uq": "oodmol.uq.__main__",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(__doc__)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command in HYDRA_APPS:
+        os.execv(sys.executable, [sys.executable, "-m", HYDRA_APPS[command], *rest])
+    if command in TOOLS:
+        return importlib.import_module(TOOLS[command]).main(rest)
+    print(f"oodmol: unknown command {command!r}; one of {[*HYDRA_APPS, *TOOLS]}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Predicting new molecules with a trained model:
+
+    oodmol predict ckpt_path=<file.ckpt> input=<file.csv with a smiles column> out=<file.csv>
+
+The checkpoint alone rebuilds the model: its config, the training statistics it was
+built from, and what its feature set learnt from the training split. New molecules go
+through the checks training molecules went through (RDKit parsing, sanitisation and
+canonical SMILES, the training data set's elements) and the same featuriser. No input row
+is lost: one that cannot be predicted keeps its line with an empty prediction and the
+reason, and every such row is named on the way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import DataLoader
+
+from oodmol.data.sources.csv_source import read_smiles_column
+from oodmol.data.store import FeatureStore
+from oodmol.data.table import MoleculeTable
+from oodmol.data.validate import parse_all
+from oodmol.io import atomic_write_text
+from oodmol.runs import CONFIG_KEY, FEATURES_KEY, STATISTICS_KEY, build_model
+
+log = logging.getLogger(__name__)
+VARIANCES = ("var_epistemic", "var_aleatoric")
+
+
+@dataclass
+class Predicted:
+    """What a prediction run did: where it wrote, and how many rows it could predict."""
+
+    out: Path
+    rows: int
+    predicted: int
+    rejected: dict[int, str]  # line -> why it has no prediction
+
+
+def predict_file(cfg: DictConfig) -> Predicted:
+    checkpoint = _checkpoint(Path(cfg.ckpt_path))
+    run = OmegaConf.create(checkpoint[CONFIG_KEY])
+    rows = read_smiles_column(Path(cfg.input), cfg.smiles_column)
+    elements = OmegaConf.select(run, "task.source.elements")  # a CSV task allows any
+    canonical, rejected = _validated(rows, elements, cfg.progress)
+    lines = np.array(sorted(canonical), dtype=np.int64)
+    predictions: dict[str, np.ndarray] = {}
+    if len(lines):
+        store = _featurised(run, lines, [canonical[int(i)] for i in lines], cfg)
+        for line, reason in store.failed.items():
+            rejected[line] = f"no features: {reason}"
+        usable = np.array([i for i in lines if int(i) not in rejected], dtype=np.int64)
+        predictions = _predictions(cfg, run, checkpoint, store, usable) if len(usable) else {}
+    frame = _output(rows, canonical, rejected, predictions)
+    atomic_write_text(Path(cfg.out), frame.to_csv(index=False))
+    return Predicted(Path(cfg.out), len(rows), len(rows) - len(rejected), rejected)
+
+
+def _checkpoint(path: Path) -> dict:
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    missing = [k for k in (CONFIG_KEY, STATISTICS_KEY, FEATURES_KEY) if k not in checkpoint]
+    if missing:
+        raise ValueError(
+            f"{path} lacks {missing}: not a checkpoint written by this version's train.py"
+        )
+    return checkpoint
+
+
+def _validated(
+    rows: list[tuple[int, str]], elements: list[str] | None, progress: bool
+) -> tuple[dict[int, str], dict[int, str]]:
+    """Canonical SMILES by line of the rows a model may see, and why each other row may
+    not: as `oodmol.data.validate` treats training data (no molecule is dropped as a
+    duplicate: every row gets its prediction)."""
+    canonical, rejected = {}, {}
+    parsed = parse_all([smiles for _, smiles in rows], progress)
+    allowed = set(elements) if elements else None
+    for (line, smiles), result in zip(rows, parsed, strict=True):
+        if not smiles:
+            rejected[line] = "empty SMILES"
+        elif result.canonical is None:
+            rejected[line] = result.error
+        elif allowed is not None and not set(result.elements) <= allowed:
+            outside = ",".join(sorted(set(result.elements) - allowed))
+            rejected[line] = f"element {outside} outside the training data's {sorted(allowed)}"
+        else:
+            canonical[line] = result.canonical
+    return canonical, rejected
+
+
+def _featurised(
+    run: DictConfig, lines: np.ndarray, smiles: list[str], cfg: DictConfig
+) -> FeatureStore:
+    """The molecules' features by line, in a cache of their own (a second prediction of
+    the same file reuses it); molecules the featuriser cannot represent are recorded."""
+    digest = hashlib.sha256("\n".join(smiles).encode()).hexdigest()[:12]
+    table = MoleculeTable(f"predict-{digest}", lines, np.array(smiles, dtype=str), {})
+    featurizer = instantiate(run.model.featurizer)
+    cache = Path(cfg.paths.data_dir) / "predict"
+    return FeatureStore.build_or_open(featurizer, table, cache, progress=cfg.progress)
+
+
+def _predictions(
+    cfg: DictConfig, run: DictConfig, checkpoint: dict, store: FeatureStore, lines: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Mean and variance components by line, as the model predicts at test time (MC
+    dropout samples with the run's seed)."""
+    features = instantiate(run.model.features)
+    features.load_state_dict(checkpoint[FEATURES_KEY])
+    dataset = features.dataset(store, lines, None, "predict")
+    loader = DataLoader(dataset, batch_size=run.eval_batch_size, collate_fn=features.collate)
+    model = build_model(run, checkpoint[STATISTICS_KEY])
+    L.seed_everything(run.seed)
+    trainer = L.Trainer(
+        accelerator=cfg.accelerator,
+        devices=1,
+        precision=run.trainer.precision,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=cfg.progress,
+    )
+    outputs = trainer.predict(model, dataloaders=loader, ckpt_path=cfg.ckpt_path, weights_only=True)
+    order = torch.cat([o["index"] for o in outputs]).numpy()
+    columns = {"line": lines[order]}
+    for name in ("pred", *VARIANCES):
+        if outputs[0][name] is not None:
+            columns[name] = torch.cat([o[name] for o in outputs]).double().numpy()
+    return columns
+
+
+def _output(
+    rows: list[tuple[int, str]],
+    canonical: dict[int, str],
+    rejected: dict[int, str],
+    predictions: dict[str, np.ndarray],
+) -> pd.DataFrame:
+    """One row per input row, in the input's order."""
+    frame = pd.DataFrame(rows, columns=["line", "smiles"])
+    frame["canonical_smiles"] = frame["line"].map(canonical)
+    if predictions:
+        found = pd.DataFrame(predictions).set_index("line")
+        frame["y_pred"] = frame["line"].map(found["pred"])
+        variances = [found[v] for v in VARIANCES if v in found]
+        if variances:
+            frame["y_std"] = frame["line"].map(np.sqrt(sum(variances)))
+        for name in VARIANCES:
+            if name in found:
+                frame[name.replace("var", "y_std")] = frame["line"].map(np.sqrt(found[name]))
+    else:
+        frame["y_pred"] = np.nan
+    frame["error"] = frame["line"].map(rejected).fillna("")
+    return frame
