@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
@@ -83,6 +84,15 @@ def global_rank() -> int:
     return 0
 
 
+def start_method() -> str:
+    """fork, unless `tokenizers` is loaded (its threads may be running: forkserver);
+    spawn where neither exists."""
+    methods = multiprocessing.get_all_start_methods()
+    if "tokenizers" in sys.modules and "forkserver" in methods:
+        return "forkserver"
+    return "fork" if "fork" in methods else "spawn"
+
+
 def process_map(
     fn: Callable[[T], R],
     items: Iterable[T],
@@ -99,7 +109,10 @@ def process_map(
     does not re-import the caller's main module, so a script without an
     `if __name__ == "__main__"` guard cannot recurse into itself (and deadlock on a
     cache lock). The workers run RDKit only, never torch, so the usual hazard of
-    forking a threaded parent does not arise. Small inputs run in this process.
+    forking a threaded parent does not arise, but for Hugging Face's `tokenizers`: once
+    this process tokenised (`oodmol.data.tokens`), its thread pool must not be forked,
+    so workers come from a fork server instead (`start_method`). Small inputs run in
+    this process.
     """
     n_jobs = worker_count(n_jobs)
     bar = tqdm(total=total, desc=desc, disable=not progress, unit="mol", mininterval=1.0)
@@ -109,8 +122,7 @@ def process_map(
                 bar.update()
                 yield result
             return
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        context = multiprocessing.get_context(start_method())
         chunksize = max(1, min(256, total // (8 * n_jobs)))
         with context.Pool(n_jobs) as pool:
             for result in pool.imap(fn, items, chunksize=chunksize):

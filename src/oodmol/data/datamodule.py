@@ -202,11 +202,16 @@ class MoleculeDataModule(L.LightningDataModule):
     def smiles(self, name: str) -> np.ndarray:
         return self.data.table.smiles[self.data.table.rows_of(self.set_ids[name])]
 
-    def _loader(self, name: str, sampler: EpochShuffle | None = None) -> DataLoader:
+    def _loader(self, name: str, shuffle: EpochShuffle | None = None) -> DataLoader:
+        """The training loader with its `shuffle`; an evaluation loader in order, or
+        shortest molecules first where they have lengths (less padding)."""
+        dataset = self.datasets[name]
+        lengths = getattr(dataset, "lengths", None)
+        order = None if lengths is None else np.argsort(lengths, kind="stable").tolist()
         return DataLoader(
-            self.datasets[name],
-            batch_size=self.batch_size if sampler is not None else self.eval_batch_size,
-            sampler=sampler,
+            dataset,
+            batch_size=self.batch_size if shuffle is not None else self.eval_batch_size,
+            sampler=shuffle if shuffle is not None else order,
             num_workers=self.num_workers,
             collate_fn=self.features.collate,
             persistent_workers=self.num_workers > 0,
@@ -216,7 +221,9 @@ class MoleculeDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
         replicas, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
-        sampler = EpochShuffle(self.datasets["train"], self.seed, replicas, rank)
+        dataset = self.datasets["train"]
+        lengths = getattr(dataset, "lengths", None)  # token sets: batches of like lengths
+        sampler = EpochShuffle(dataset, self.seed, replicas, rank, lengths, self.batch_size)
         loader = self._loader("train", sampler)
         if self.resume_position is not None:
             epoch, batches = self.resume_position["epoch"], self.resume_position["batches"]

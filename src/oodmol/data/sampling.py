@@ -24,10 +24,29 @@ class EpochShuffle(DistributedSampler):
     of the epoch's permutation (the last indices repeat to make the shares equal, as in
     `DistributedSampler`). `resume_at(epoch, skip)` starts the next iteration at index
     `skip` of this process's share of that epoch.
+
+    With `lengths` (and `batch_size`), molecules of similar length share a batch: the
+    share is cut into windows of `WINDOW` batches, each sorted by length and cut into
+    batches, and the full batches are shuffled (a last, partial one stays last, so batch
+    boundaries stay where the loader cuts). Padding then costs little (token models).
     """
 
-    def __init__(self, dataset: Sized, seed: int, num_replicas: int = 1, rank: int = 0) -> None:
+    WINDOW = 50  # batches sorted together: long enough to group, short enough to mix
+
+    def __init__(
+        self,
+        dataset: Sized,
+        seed: int,
+        num_replicas: int = 1,
+        rank: int = 0,
+        lengths: np.ndarray | None = None,
+        batch_size: int | None = None,
+    ) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
+        if lengths is not None and not batch_size:
+            raise ValueError("grouping by length needs the batch size")
+        self.lengths = lengths
+        self.batch_size = batch_size
         self.skip = 0
 
     def resume_at(self, epoch: int, skip: int) -> None:
@@ -42,5 +61,19 @@ class EpochShuffle(DistributedSampler):
         order = torch.randperm(len(self.dataset), generator=generator).tolist()
         order += order[: self.total_size - len(order)]
         share = order[self.rank : self.total_size : self.num_replicas]
+        if self.lengths is not None:
+            share = self._grouped_by_length(share, generator)
         skip, self.skip = self.skip, 0
         return iter(share[skip:])
+
+    def _grouped_by_length(self, share: list[int], generator: torch.Generator) -> list[int]:
+        size = self.batch_size
+        window = size * self.WINDOW
+        batches = []
+        for start in range(0, len(share), window):
+            chunk = sorted(share[start : start + window], key=lambda i: self.lengths[i])
+            batches += [chunk[b : b + size] for b in range(0, len(chunk), size)]
+        full = [b for b in batches if len(b) == size]
+        partial = [b for b in batches if len(b) < size]
+        shuffled = [full[i] for i in torch.randperm(len(full), generator=generator).tolist()]
+        return [i for batch in [*shuffled, *partial] for i in batch]

@@ -1,0 +1,163 @@
+"""SMILES as tokens for transformer models, with Hugging Face's `tokenizers`.
+
+The feature cache holds each molecule's canonical SMILES (`SmilesText`); `TokenFeatures`
+tokenises them in the training process, in bulk (the library's own threads), never in a
+forked worker. Its tokenizer is either a pretrained model's (`tokenizer=<tokenizer.json>`)
+or the atom-level one: the usual SMILES regular expression (Schwaller et al. 2019) splits
+bracket atoms, two-letter elements and two-digit ring closures, and a word-level
+vocabulary of the *training* molecules' tokens, so a test molecule's unseen token becomes
+[UNK] (counted, like an imputed value). The tokenizer is saved as `tokenizer.json` beside
+the cache and travels in every checkpoint.
+
+Batches are padded to their own longest molecule, with an attention mask (`TokenBatch`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Regex, Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Split
+from tokenizers.processors import TemplateProcessing
+from torch.utils.data import Dataset
+
+from oodmol.data.batches import TokenBatch
+from oodmol.data.features import FeatureSet
+from oodmol.data.store import FeatureStore
+from oodmol.io import atomic_write_text
+
+log = logging.getLogger(__name__)
+SMILES_PATTERN = (
+    r"(\[[^\]]+]|Br?|Cl?|N|O|S|P|F|I|b|c|n|o|s|p|\(|\)|\.|=|#|-|\+|\\|\/|:|~|@|\?|>|\*|\$"
+    r"|%[0-9]{2}|[0-9])"
+)
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
+
+
+def atom_level_tokenizer(smiles: list[str]) -> Tokenizer:
+    """A word-level tokenizer over the regex tokens of `smiles` (special tokens first,
+    then by decreasing count, ties alphabetical), wrapping every molecule in [CLS] … [SEP]."""
+    splitter = _splitter()
+    counts = Counter(token for s in smiles for token, _ in splitter.pre_tokenize_str(s))
+    ordered = sorted(counts, key=lambda token: (-counts[token], token))
+    vocabulary = {token: i for i, token in enumerate([*SPECIAL_TOKENS, *ordered])}
+    tokenizer = Tokenizer(WordLevel(vocabulary, unk_token=UNK))
+    tokenizer.pre_tokenizer = splitter
+    tokenizer.post_processor = TemplateProcessing(
+        single=f"{CLS} $A {SEP}", special_tokens=[(CLS, vocabulary[CLS]), (SEP, vocabulary[SEP])]
+    )
+    return tokenizer
+
+
+def _splitter() -> Split:
+    return Split(Regex(SMILES_PATTERN), behavior="isolated")
+
+
+class TokenFeatures(FeatureSet):
+    """Token ids of each molecule's SMILES, batched with dynamic padding.
+
+    `tokenizer`: a `tokenizer.json` (or a folder holding one) of a pretrained model;
+    None builds the atom-level tokenizer from the training molecules. `max_length`
+    truncates longer molecules (counted per set in `truncated`)."""
+
+    def __init__(self, tokenizer: str | None = None, max_length: int | None = None) -> None:
+        self.source = tokenizer
+        self.max_length = max_length
+        self.tokenizer: Tokenizer | None = None
+        self.imputed: dict[str, int] = {}  # [UNK] tokens per set: tokens never seen in training
+        self.truncated: dict[str, int] = {}
+
+    def fit(self, store: FeatureStore, train_ids: np.ndarray) -> dict:
+        if self.source is None:
+            self.tokenizer = atom_level_tokenizer(_smiles(store, train_ids))
+        else:
+            path = Path(self.source)
+            self.tokenizer = Tokenizer.from_file(
+                str(path / "tokenizer.json" if path.is_dir() else path)
+            )
+        saved = self._save_beside(store)
+        return {"vocab_size": self.tokenizer.get_vocab_size(), "tokenizer": str(saved)}
+
+    def _save_beside(self, store: FeatureStore) -> Path:
+        text = self.tokenizer.to_str()
+        key = hashlib.sha256(text.encode()).hexdigest()[:12]
+        path = store.path.with_name(f"{store.path.stem}.{key}.tokenizer.json")
+        if not path.is_file():
+            try:
+                atomic_write_text(path, text)
+            except OSError as error:  # a read-only data folder: the checkpoint keeps it
+                log.info("tokenizer not saved beside the cache (%s)", error)
+        return path
+
+    def facts(self) -> dict[str, int]:
+        """`vocab_size`, and the ids of the special tokens the vocabulary has (`pad_id`,
+        `unk_id`, `cls_id`, `sep_id`, `mask_id`)."""
+        vocabulary = self.tokenizer.get_vocab()
+        facts = {"vocab_size": self.tokenizer.get_vocab_size()}
+        facts.update(
+            {
+                f"{t.strip('[]').lower()}_id": vocabulary[t]
+                for t in SPECIAL_TOKENS
+                if t in vocabulary
+            }
+        )
+        return facts
+
+    def state_dict(self) -> dict:
+        return {"tokenizer": self.tokenizer.to_str()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.tokenizer = Tokenizer.from_str(state["tokenizer"])
+
+    def dataset(
+        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
+    ) -> Dataset:
+        encodings = self.tokenizer.encode_batch(_smiles(store, mol_ids))
+        unk = self.tokenizer.token_to_id(UNK)
+        self.imputed[name] = sum(e.ids.count(unk) for e in encodings) if unk is not None else 0
+        ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
+        if self.max_length is not None:
+            self.truncated[name] = sum(len(i) > self.max_length for i in ids)
+            ids = [i[: self.max_length] for i in ids]
+        pad = self.tokenizer.token_to_id(PAD)
+        return TokenSet(ids, y, 0 if pad is None else pad)
+
+
+class TokenSet(Dataset):
+    """Token ids of molecules; a batch is padded to its longest molecule (`lengths` lets
+    the sampler group molecules of similar length into a batch)."""
+
+    def __init__(self, ids: list[np.ndarray], y: np.ndarray | None, pad_id: int) -> None:
+        self.ids = [torch.from_numpy(i) for i in ids]
+        self.lengths = np.array([len(i) for i in ids], dtype=np.int64)
+        self.y = None if y is None else torch.as_tensor(y, dtype=torch.float32)
+        self.pad_id = pad_id
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> TokenBatch:
+        return self.__getitems__([i])[0]
+
+    def __getitems__(self, indices: list[int]) -> list[TokenBatch]:
+        idx = torch.as_tensor(indices, dtype=torch.int64)
+        longest = int(self.lengths[indices].max()) if len(indices) else 0
+        input_ids = torch.full((len(indices), longest), self.pad_id, dtype=torch.int64)
+        mask = torch.zeros((len(indices), longest), dtype=torch.int64)
+        for row, i in enumerate(indices):
+            n = len(self.ids[i])
+            input_ids[row, :n] = self.ids[i]
+            mask[row, :n] = 1
+        y = None if self.y is None else self.y[idx]
+        return [TokenBatch(input_ids=input_ids, attention_mask=mask, y=y, index=idx)]
+
+
+def _smiles(store: FeatureStore, mol_ids: np.ndarray) -> list[str]:
+    return [bytes(m["smiles"]).decode() for m in store.iter_arrays(mol_ids)]
