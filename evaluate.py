@@ -19,12 +19,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import oodmol.config  # noqa: F401 (registers the resolvers the config tree uses)
+from oodmol.comparability import SHORTENED, coverage_flags
 from oodmol.data.task import load_split, load_task
 from oodmol.eval.callbacks import TestEvaluation
-from oodmol.eval.comparability import SHORTENED, coverage_flags
 from oodmol.eval.external import check_values, read_predictions, score_sets
-from oodmol.eval.results import write_results
 from oodmol.parallel import limit_threads
+from oodmol.results import write_results
 from oodmol.runs import CONFIG_KEY, RUN_KEY, build_datamodule, build_model
 
 log = logging.getLogger("oodmol.evaluate")

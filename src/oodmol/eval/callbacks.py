@@ -11,9 +11,10 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from omegaconf import OmegaConf
 
+from oodmol.comparability import data_flags, ordered
 from oodmol.data.datamodule import PREDICTED_SETS, TEST_SETS
-from oodmol.eval.comparability import data_flags, ordered
-from oodmol.eval.results import SetPredictions, std_columns, write_results
+from oodmol.predictions import SetPredictions, std_columns
+from oodmol.results import write_results
 
 VARIANCES = ("var_epistemic", "var_aleatoric")
 

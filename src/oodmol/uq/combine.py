@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oodmol.eval.comparability import ordered
-from oodmol.eval.results import SetPredictions, std_columns, write_results
+from oodmol.comparability import ordered
+from oodmol.predictions import SetPredictions, std_columns
+from oodmol.results import write_results
 from oodmol.uq.mixture import mixture
 from oodmol.uq.seeds import run_seed
 

@@ -21,8 +21,8 @@ from oodmol.uq.metrics import (
 )
 from oodmol.uq.recalibrate import conformal_quantiles, zscaling_factor
 
-if TYPE_CHECKING:  # results.py calls into this module
-    from oodmol.eval.results import SetPredictions
+if TYPE_CHECKING:
+    from oodmol.predictions import SetPredictions
 
 TEST_SETS = ("id", "ood")
 CALIBRATION_SET = "val"

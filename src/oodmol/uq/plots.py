@@ -13,11 +13,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from oodmol.eval.plots import _ID_COLOR, _OOD_COLOR
+from oodmol.palette import SET_COLORS, SET_LABELS
 from oodmol.uq.metrics import LEVELS, PERCENTS
-
-COLORS = {"id": _ID_COLOR, "ood": _OOD_COLOR}
-LABELS = {"id": "ID", "ood": "OOD"}
 
 
 def _figure() -> tuple[Figure, object]:
@@ -46,14 +43,14 @@ def calibration_plot(path: str | Path, curves: dict[str, dict[str, np.ndarray]])
     fig, ax = _figure()
     ax.plot([0, 1], [0, 1], ls=":", lw=1, color="black", label="ideal")
     for name, c in curves.items():
-        ax.plot(LEVELS, c["observed"], color=COLORS[name], label=LABELS[name])
+        ax.plot(LEVELS, c["observed"], color=SET_COLORS[name], label=SET_LABELS[name])
         if "observed_zscaled" in c:
             ax.plot(
                 LEVELS,
                 c["observed_zscaled"],
-                color=COLORS[name],
+                color=SET_COLORS[name],
                 ls="--",
-                label=f"{LABELS[name]}, z-scaled",
+                label=f"{SET_LABELS[name]}, z-scaled",
             )
     return _save_square(
         fig, ax, 1.0, "Expected coverage p of the central interval", "Observed coverage", path
@@ -70,7 +67,7 @@ def error_calibration_plot(
     hi = 1.05 * values.max() if values.size and values.max() > 0 else 1.0
     ax.plot([0, hi], [0, hi], ls=":", lw=1, color="black", label="ideal")
     for name, c in curves.items():
-        ax.plot(c["rmv"], c["rmse"], marker="o", color=COLORS[name], label=LABELS[name])
+        ax.plot(c["rmv"], c["rmse"], marker="o", color=SET_COLORS[name], label=SET_LABELS[name])
     unit = f" ({units})" if units else ""
     return _save_square(fig, ax, hi, f"RMV per bin{unit}", f"RMSE per bin{unit}", path)
 
@@ -82,8 +79,14 @@ def confidence_plot(
     errors (the oracle, dotted)."""
     fig, ax = _figure()
     for name, c in curves.items():
-        ax.plot(PERCENTS, c["confidence"], color=COLORS[name], label=f"{LABELS[name]} by σ")
-        ax.plot(PERCENTS, c["oracle"], color=COLORS[name], ls=":", label=f"{LABELS[name]} oracle")
+        ax.plot(PERCENTS, c["confidence"], color=SET_COLORS[name], label=f"{SET_LABELS[name]} by σ")
+        ax.plot(
+            PERCENTS,
+            c["oracle"],
+            color=SET_COLORS[name],
+            ls=":",
+            label=f"{SET_LABELS[name]} oracle",
+        )
     unit = f" ({units})" if units else ""
     ax.set_xlim(0, 100)
     ax.set_xlabel("Most confident molecules kept (%)")
