@@ -52,9 +52,11 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
         "seed": run.seed,
         "checkpoint": str(cfg.ckpt_path),
     }
-    if run.get("uq") is not None:
-        info["uq"] = {"method": run.uq.name, "member": run.uq.member}
-    evaluation = TestEvaluation(str(out_dir), info)
+    uq = run.get("uq") or {}
+    if uq:
+        info["uq"] = {"method": uq.name, "member": uq.member}
+    # all recalibrations and metrics for a checkpoint from before uq.calibrators/evaluators
+    evaluation = TestEvaluation(str(out_dir), info, uq.get("calibrators"), uq.get("evaluators"))
     entry = checkpoint.get(RUN_KEY) or {}
     shortened = entry.get("budget_overrides") or entry.get("debug")
     evaluation.add_facts(

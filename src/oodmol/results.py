@@ -7,6 +7,7 @@ assessment (`oodmol.uq`), so it lives above both packages, which stay independen
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from oodmol.eval.regression import compute_metrics
 from oodmol.io import atomic_write_text
 from oodmol.predictions import SetPredictions
 from oodmol.provenance import package_versions
-from oodmol.uq.evaluation import assess_uncertainty
+from oodmol.uq.assessment import assess_uncertainty
 from oodmol.uq.plots import uncertainty_figures
 
 
@@ -28,15 +29,19 @@ def write_results(
     train_median: float,
     property_label: str,
     units: str,
+    *,
+    calibrators: Sequence[str] | None = None,
+    evaluators: Sequence[str] | None = None,
 ) -> tuple[dict, dict[str, object]]:
     """Write the files; returns the metrics and the figures by name (for loggers).
 
     `header["uq"]` (method, members) becomes the "uq" section, which the uncertainty
-    metrics join when any set has a σ (see `oodmol.uq.evaluation`)."""
+    metrics join when any set has a σ; `calibrators` and `evaluators` name the
+    recalibrations and metrics to run, None for all (see `oodmol.uq.assessment`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = {**header, **compute_metrics(sets, train_median)}
-    uncertainty = assess_uncertainty(sets, header.get("uq"))
+    uncertainty = assess_uncertainty(sets, header.get("uq"), calibrators, evaluators)
     if uncertainty is not None:
         metrics.update(uncertainty.metrics)
     metrics["train_median"] = float(train_median)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from oodmol.uq.calibrators import CALIBRATORS
 from oodmol.uq.combine import combine_members
+from oodmol.uq.evaluators import EVALUATORS
 from oodmol.uq.seeds import member_seed
 
 MEMBERS_DIR = "members"
@@ -37,7 +39,12 @@ def run_members(
     """Run `train` once for a plain run, for member `uq.member` alone, or for each of the
     `uq.members` members followed by their combination into the run's folder."""
     uq = cfg.get("uq")
-    if uq is None or (uq.member is None and uq.members <= 1):
+    if uq is None:
+        return train(cfg)
+    # unknown names are refused now, not at test time after training
+    calibrators = CALIBRATORS.select(uq.get("calibrators"))
+    evaluators = EVALUATORS.select(uq.get("evaluators"))
+    if uq.member is None and uq.members <= 1:
         return train(cfg)
     if uq.member is not None:
         return train(member_config(cfg, uq.member, cfg.paths.output_dir))
@@ -51,6 +58,6 @@ def run_members(
         train(member_config(cfg, k, member_dir))
     if not cfg.test:
         return None
-    metrics = combine_members(member_dirs, run_dir)
+    metrics = combine_members(member_dirs, run_dir, calibrators, evaluators)
     print(f"[oodmol] {uq.members} members combined in {run_dir}")
     return metrics
