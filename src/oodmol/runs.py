@@ -9,15 +9,16 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from oodmol.data.datamodule import MoleculeDataModule
+from oodmol.uq.estimators import estimator_from_config
 
 CONFIG_KEY = "oodmol_config"
 RUN_KEY = "oodmol_run"  # the run's configuration key and identity
 
 
 def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
-    """The run's data; a bootstrap member (`uq.bootstrap`) resamples its training set with
-    the run's seed, so every member draws a different resample."""
-    bootstrap = cfg.get("uq") is not None and cfg.uq.get("bootstrap", False)
+    """The run's data; where the uq estimator resamples (bootstrap), a member's training
+    set is a resample drawn with the run's seed, so every member draws a different one."""
+    bootstrap = estimator_from_config(cfg.get("uq")).resamples
     return MoleculeDataModule(
         task=instantiate(cfg.task),
         split=instantiate(cfg.split),
@@ -35,8 +36,8 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
 
 def build_model(cfg: DictConfig, dm: MoleculeDataModule) -> L.LightningModule:
     """The model, with input widths that depend on the data (`???` in its config) filled
-    from the featurised training set, and the uq method's module arguments (`uq.module`:
-    a mean-variance likelihood, MC dropout) added to the model's own."""
+    from the featurised training set, and the uq estimator's module arguments (a
+    mean-variance likelihood, MC dropout) added to the model's own."""
     module_cfg = cfg.model.module
     backbone = module_cfg.get("backbone")
     if backbone is not None:
@@ -49,13 +50,12 @@ def build_model(cfg: DictConfig, dm: MoleculeDataModule) -> L.LightningModule:
 
 
 def uq_module_arguments(cfg: DictConfig) -> dict:
-    """`uq.module` as keyword arguments, refused with a clear message when the model's
-    module class does not take them (e.g. MC dropout for a random forest)."""
+    """What the uq estimator adds to the model's module, refused with a clear message when
+    the model's module class does not take it (e.g. MC dropout for a random forest)."""
     uq = cfg.get("uq")
-    module = uq.get("module") if uq is not None else None
-    if not module:
+    extra = estimator_from_config(uq).module_arguments()
+    if not extra:
         return {}
-    extra = OmegaConf.to_container(module, resolve=True)
     target = get_class(cfg.model.module._target_)
     accepted = inspect.signature(target).parameters
     unknown = sorted(set(extra) - set(accepted))
