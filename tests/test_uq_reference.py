@@ -18,6 +18,9 @@ import pytest
 from oodmol.predictions import SetPredictions
 from oodmol.results import write_results
 from oodmol.uq.calibrators import CONFORMAL_NOTE
+from oodmol.uq.evaluators import EVALUATORS, evaluate
+from oodmol.uq.metrics import calibration_verdict, uncertainty_metrics
+from oodmol.uq.scored_set import ScoredSet
 
 FLOOR = 1e-12
 PERCENTS = range(1, 101)
@@ -249,3 +252,17 @@ def test_written_uncertainty_sections_match_the_reference(case: str, tmp_path: P
         rows = frame[frame["set"] == name]
         for column in ("y_pred", "y_std", "y_std_epistemic", "y_std_aleatoric"):
             np.testing.assert_array_equal(rows[column].to_numpy(), getattr(s, column))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 57])
+def test_every_evaluator_gives_exactly_uncertainty_metrics(n: int) -> None:
+    """The known answers of test_uq_metrics.py (on `uncertainty_metrics`) hold for the
+    evaluators that write metrics.json: the two agree bit for bit."""
+    rng = np.random.default_rng(n)
+    y, mu = rng.normal(size=n), rng.normal(size=n)
+    sigma = np.round(rng.uniform(0.0, 2.0, size=n), 1)
+    expected = uncertainty_metrics(y, mu, sigma)
+    expected["verdict"] = calibration_verdict(expected["overconfidence"])
+    written = evaluate(ScoredSet(y, mu, sigma), list(EVALUATORS))
+    assert list(written) == list(expected)
+    assert json.dumps(written) == json.dumps(expected)  # NaN == NaN, and no rounding
