@@ -34,14 +34,17 @@ class Registry(dict[str, type[T]], Generic[T]):
         return add
 
     def __missing__(self, name: str) -> type[T]:
-        raise UnknownName(f"unknown {self.kind} {name!r}; known: {', '.join(self)}")
+        raise self._unknown(name)
 
     def select(self, names: Iterable[str] | None) -> list[str]:
         """The chosen names, checked, in the order given; every registered name for None."""
         if names is None:
             return list(self)
         chosen = list(names)
-        for name in chosen:
-            if name not in self:
-                self.__missing__(name)
+        unknown = [name for name in chosen if name not in self]
+        if unknown:
+            raise self._unknown(unknown[0])
         return chosen
+
+    def _unknown(self, name: str) -> UnknownName:
+        return UnknownName(f"unknown {self.kind} {name!r}; known: {', '.join(self)}")
