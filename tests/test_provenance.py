@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from oodmol.eval.results import source_commit
+from oodmol.provenance import source_commit
 
 
 def git(repo: Path, *args: str) -> str:

@@ -31,7 +31,7 @@ from e2e_helpers import (
     scored_rows,
 )
 
-from oodmol.eval.results import source_commit
+from oodmol.provenance import source_commit
 
 slow = pytest.mark.slow
 COLUMNS = ["mol_id", "smiles", "set", "y_true", "y_pred"]
@@ -444,7 +444,8 @@ def test_unknown_key_is_refused(tiny: TinyTask) -> None:
 
 
 def test_non_finite_prediction_names_the_molecule() -> None:
-    from oodmol.eval.results import SetPredictions, compute_metrics
+    from oodmol.eval.regression import compute_metrics
+    from oodmol.predictions import SetPredictions
 
     def predictions(name, ids, smiles, pred):
         y = np.arange(len(ids), dtype=float)

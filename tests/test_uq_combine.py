@@ -108,3 +108,17 @@ def test_members_of_different_runs_are_refused(tmp_path, second, message):
 def test_cli_reports_a_folder_without_members(tmp_path, capsys):
     assert main(["combine", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
     assert "no ensemble member" in capsys.readouterr().err
+
+
+def test_cli_runs_the_chosen_calibrators_and_evaluators(tmp_path):
+    """As `uq.calibrators` and `uq.evaluators` did in the members' runs."""
+    for k in (0, 1):
+        write_member(tmp_path / "run", k)
+    members, out = str(tmp_path / "run"), str(tmp_path / "out")
+    argv = ["combine", members, "--out", out, "--calibrators", "zscaling", "--evaluators", "nll"]
+    assert main(argv) == 0
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert list(metrics["uq_recalibrated"]) == ["zscaling"]
+    assert list(metrics["uq"]["ood"]["total"]) == ["n", "nll"]
+    with pytest.raises(SystemExit):
+        main(["combine", members, "--out", out, "--evaluators", "auce"])

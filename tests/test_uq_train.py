@@ -137,7 +137,7 @@ def test_mean_variance(train: Train):
 
 @pytest.mark.parametrize("method", ["mc_dropout", "concrete_dropout"])
 def test_mc_dropout(train: Train, method: str):
-    run = train(method, f"uq={method}", "uq.module.test_passes=5")
+    run = train(method, f"uq={method}", "uq.estimator.test_passes=5")
     check_uq_outputs(run, method, {"total", "epistemic"})
 
 

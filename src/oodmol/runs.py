@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import FeatureSet
+from oodmol.uq.estimators import estimator_from_config
 
 CONFIG_KEY = "oodmol_config"
 RUN_KEY = "oodmol_run"  # the run's configuration key and identity
@@ -19,9 +20,9 @@ FEATURES_KEY = "oodmol_features"  # what the feature set learnt from the trainin
 
 
 def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
-    """The run's data; a bootstrap member (`uq.bootstrap`) resamples its training set with
-    the run's seed, so every member draws a different resample."""
-    bootstrap = cfg.get("uq") is not None and cfg.uq.get("bootstrap", False)
+    """The run's data; where the uq estimator resamples (bootstrap), a member's training
+    set is a resample drawn with the run's seed, so every member draws a different one."""
+    bootstrap = estimator_from_config(cfg.get("uq")).resamples
     return MoleculeDataModule(
         task=instantiate(cfg.task),
         split=instantiate(cfg.split),
@@ -47,8 +48,8 @@ def training_statistics(cfg: DictConfig, dm: MoleculeDataModule) -> dict[str, An
 
 def build_model(cfg: DictConfig, statistics: dict[str, Any]) -> L.LightningModule:
     """The model's module, built with the training statistics it declared (each at its
-    path) and the uq method's module arguments (`uq.module`: a mean-variance likelihood,
-    MC dropout); the config itself is left as it is."""
+    path) and the uq estimator's module arguments (a mean-variance likelihood, MC
+    dropout); the config itself is left as it is."""
     arguments: dict[str, Any] = {}
     for path, value in statistics.items():
         *parents, name = path.split(".")
@@ -64,13 +65,12 @@ def build_model(cfg: DictConfig, statistics: dict[str, Any]) -> L.LightningModul
 
 
 def uq_module_arguments(cfg: DictConfig) -> dict:
-    """`uq.module` as keyword arguments, refused with a clear message when the model's
-    module class does not take them (e.g. MC dropout for a random forest)."""
+    """What the uq estimator adds to the model's module, refused with a clear message when
+    the model's module class does not take it (e.g. MC dropout for a random forest)."""
     uq = cfg.get("uq")
-    module = uq.get("module") if uq is not None else None
-    if not module:
+    extra = estimator_from_config(uq).module_arguments()
+    if not extra:
         return {}
-    extra = OmegaConf.to_container(module, resolve=True)
     target = get_class(cfg.model.module._target_)
     accepted = inspect.signature(target).parameters
     unknown = sorted(set(extra) - set(accepted))

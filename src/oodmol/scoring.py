@@ -13,11 +13,11 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from oodmol.comparability import SHORTENED, coverage_flags
 from oodmol.data.task import load_split, load_task
 from oodmol.eval.callbacks import TestEvaluation
-from oodmol.eval.comparability import SHORTENED, coverage_flags
 from oodmol.eval.external import check_values, read_predictions, score_sets
-from oodmol.eval.results import write_results
+from oodmol.results import write_results
 from oodmol.runs import CONFIG_KEY, RUN_KEY, STATISTICS_KEY, build_datamodule, build_model
 
 log = logging.getLogger("oodmol.evaluate")
@@ -45,9 +45,10 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
         "seed": run.seed,
         "checkpoint": str(cfg.ckpt_path),
     }
-    if run.get("uq") is not None:
-        info["uq"] = {"method": run.uq.name, "member": run.uq.member}
-    evaluation = TestEvaluation(str(out_dir), info)
+    uq = run.get("uq") or {}
+    if uq:
+        info["uq"] = {"method": uq.name, "member": uq.member}
+    evaluation = TestEvaluation(str(out_dir), info, uq.get("calibrators"), uq.get("evaluators"))
     entry = checkpoint.get(RUN_KEY) or {}
     shortened = entry.get("budget_overrides") or entry.get("debug")
     evaluation.add_facts(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import lightning as L
@@ -11,9 +12,10 @@ import torch
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from omegaconf import OmegaConf
 
+from oodmol.comparability import data_flags, ordered
 from oodmol.data.datamodule import PREDICTED_SETS, TEST_SETS
-from oodmol.eval.comparability import data_flags, ordered
-from oodmol.eval.results import SetPredictions, std_columns, write_results
+from oodmol.predictions import SetPredictions, std_columns
+from oodmol.results import write_results
 
 VARIANCES = ("var_epistemic", "var_aleatoric")
 
@@ -24,15 +26,25 @@ class TestEvaluation(L.Callback):
     The test loaders are the ID, OOD and validation sets (the last for recalibrating
     uncertainties). Under DDP each process sees part of each set (padded to equal
     length), so the predictions are gathered to every process and de-duplicated by
-    position before rank 0 writes the result files and logs them.
+    position before rank 0 writes the result files and logs them. `calibrators` and
+    `evaluators` name the uncertainty recalibrations and metrics to run (`uq.calibrators`,
+    `uq.evaluators`; None: all of them).
     """
 
-    def __init__(self, output_dir: str, run_info: dict) -> None:
+    def __init__(
+        self,
+        output_dir: str,
+        run_info: dict,
+        calibrators: Sequence[str] | None = None,
+        evaluators: Sequence[str] | None = None,
+    ) -> None:
         self.output_dir = Path(output_dir)
         # from Hydra a nested DictConfig, which json cannot write
         self.run_info = (
             OmegaConf.to_container(run_info) if OmegaConf.is_config(run_info) else dict(run_info)
         )
+        self.calibrators = None if calibrators is None else list(calibrators)
+        self.evaluators = None if evaluators is None else list(evaluators)
         self.facts: dict = {"train_seconds": None}
         self.outputs: dict[int, list[dict]] = {}
         self.metrics: dict | None = None
@@ -87,6 +99,8 @@ class TestEvaluation(L.Callback):
             float(np.median(dm.train_targets)),
             dm.task.property,
             dm.task.units,
+            calibrators=self.calibrators,
+            evaluators=self.evaluators,
         )
         self.metrics = metrics
         _log_everywhere(trainer, metrics, figures, self.output_dir)

@@ -11,10 +11,7 @@ from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
 from oodmol.eval.metrics import regression_metrics
-
-# BOOM's colours: OOD molecules blue, ID molecules orange.
-_OOD_COLOR = "tab:blue"
-_ID_COLOR = "tab:orange"
+from oodmol.palette import SET_COLORS, SET_LABELS
 
 
 def _scatter(
@@ -65,8 +62,8 @@ def parity_plot(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     # ID first so that the (usually fewer, more interesting) OOD points sit on top.
-    _scatter(ax, id_t, id_p, id_std, "ID", _ID_COLOR)
-    _scatter(ax, ood_t, ood_p, ood_std, "OOD", _OOD_COLOR)
+    _scatter(ax, id_t, id_p, id_std, SET_LABELS["id"], SET_COLORS["id"])
+    _scatter(ax, ood_t, ood_p, ood_std, SET_LABELS["ood"], SET_COLORS["ood"])
 
     values = np.concatenate([id_t, id_p, ood_t, ood_p])
     values = values[np.isfinite(values)]

@@ -5,7 +5,7 @@ quietly drop it: bad files, and runs that did not end with test metrics (failed 
 search trials), are skipped and returned with the reason, for the caller to show.
 
 Like is compared with like: a run's leaderboard label carries its comparability flags
-(`oodmol.eval.comparability`: "mlp [subset]", "llm [external, partial]"), and the
+(`oodmol.comparability`: "mlp [subset]", "llm [external, partial]"), and the
 configuration key where one model was run with several configurations, so that such a
 run stands beside the full runs of its model and never replaces one.
 """

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from oodmol.eval.comparability import MEANINGS, ordered
+from oodmol.comparability import MEANINGS, ordered
 
 SETS = ("ID", "OOD")
 FLAGS_IN_LABEL = re.compile(r" \[([^\]]+)\]")

@@ -19,13 +19,13 @@ from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
+from oodmol.comparability import SHORTENED, budget_overrides
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import FeatureSet
 from oodmol.eval.callbacks import TestEvaluation
-from oodmol.eval.comparability import SHORTENED, budget_overrides
 from oodmol.eval.metrics import NonFinitePredictions
-from oodmol.eval.results import package_versions
 from oodmol.io import atomic_write_json
+from oodmol.provenance import package_versions
 from oodmol.runs import SaveRunConfig, build_datamodule, build_model, training_statistics
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.identity import config_key, run_identity

@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from oodmol.uq.calibrators import CALIBRATORS
 from oodmol.uq.combine import MemberError, combine_members, find_members
+from oodmol.uq.evaluators import EVALUATORS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,10 +19,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     combine.add_argument("members", type=Path, help="folder searched for member runs")
     combine.add_argument("--out", type=Path, required=True, help="folder for the result")
+    for option, registry in (("--calibrators", CALIBRATORS), ("--evaluators", EVALUATORS)):
+        combine.add_argument(
+            option,
+            nargs="*",
+            choices=list(registry),
+            help=f"as uq.{option[2:]} in the members' runs (default: all)",
+        )
     args = parser.parse_args(argv)
     try:
         member_dirs = find_members(args.members)
-        combine_members(member_dirs, args.out)
+        combine_members(member_dirs, args.out, args.calibrators, args.evaluators)
     except MemberError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

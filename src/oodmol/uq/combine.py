@@ -8,13 +8,15 @@ A member folder holds a normal run's metrics.json (with `uq.member`) and predict
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from oodmol.eval.comparability import ordered
-from oodmol.eval.results import SetPredictions, std_columns, write_results
+from oodmol.comparability import ordered
+from oodmol.predictions import SetPredictions, std_columns
+from oodmol.results import write_results
 from oodmol.uq.mixture import mixture
 from oodmol.uq.seeds import run_seed
 
@@ -96,9 +98,15 @@ def _run_header(headers: list[dict], member_dirs: list[Path]) -> dict:
     }
 
 
-def combine_members(member_dirs: list[Path], out_dir: str | Path) -> dict:
+def combine_members(
+    member_dirs: list[Path],
+    out_dir: str | Path,
+    calibrators: Sequence[str] | None = None,
+    evaluators: Sequence[str] | None = None,
+) -> dict:
     """Combine the members' predictions (see `mixture`) and write the run's result files
-    into `out_dir`; returns its metrics."""
+    into `out_dir`, with the named uncertainty recalibrations and metrics (None: all);
+    returns its metrics."""
     member_dirs = [Path(d) for d in member_dirs]
     headers = [json.loads((d / "metrics.json").read_text()) for d in member_dirs]
     frames = [pd.read_csv(d / "predictions.csv") for d in member_dirs]
@@ -137,5 +145,7 @@ def combine_members(member_dirs: list[Path], out_dir: str | Path) -> dict:
         headers[0]["train_median"],
         header["property"],
         header["units"],
+        calibrators=calibrators,
+        evaluators=evaluators,
     )
     return metrics

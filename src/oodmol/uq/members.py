@@ -9,7 +9,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from oodmol.uq.calibrators import CALIBRATORS
 from oodmol.uq.combine import combine_members
+from oodmol.uq.estimators import estimator_from_config
+from oodmol.uq.evaluators import EVALUATORS
 from oodmol.uq.seeds import member_seed
 
 MEMBERS_DIR = "members"
@@ -35,9 +38,16 @@ def run_members(
     cfg: DictConfig, train: Callable[[DictConfig], dict | float | None]
 ) -> dict | float | None:
     """Run `train` once for a plain run, for member `uq.member` alone, or for each of the
-    `uq.members` members followed by their combination into the run's folder."""
+    estimator's members (`uq.members`) followed by their combination into the run's
+    folder."""
     uq = cfg.get("uq")
-    if uq is None or (uq.member is None and uq.members <= 1):
+    if uq is None:
+        return train(cfg)
+    # unknown names are refused now, not at test time after training
+    members = estimator_from_config(uq).members
+    calibrators = CALIBRATORS.select(uq.get("calibrators"))
+    evaluators = EVALUATORS.select(uq.get("evaluators"))
+    if uq.member is None and members <= 1:
         return train(cfg)
     if uq.member is not None:
         return train(member_config(cfg, uq.member, cfg.paths.output_dir))
@@ -46,11 +56,11 @@ def run_members(
             "ckpt_path resumes one model; resume a member with uq.member=<k> ckpt_path=..."
         )
     run_dir = Path(cfg.paths.output_dir)
-    member_dirs = [run_dir / MEMBERS_DIR / str(k) for k in range(uq.members)]
+    member_dirs = [run_dir / MEMBERS_DIR / str(k) for k in range(members)]
     for k, member_dir in enumerate(member_dirs):
         train(member_config(cfg, k, member_dir))
     if not cfg.test:
         return None
-    metrics = combine_members(member_dirs, run_dir)
-    print(f"[oodmol] {uq.members} members combined in {run_dir}")
+    metrics = combine_members(member_dirs, run_dir, calibrators, evaluators)
+    print(f"[oodmol] {members} members combined in {run_dir}")
     return metrics

@@ -179,8 +179,9 @@ def coefficient_of_variation(sigma: ArrayLike) -> float:
 def uncertainty_metrics(
     y: ArrayLike, mu: ArrayLike, sigma: ArrayLike, bins: int = 10
 ) -> dict[str, float]:
-    """Every metric of one set with one σ: nll, spearman, the interval-calibration
-    summaries, ence, the ranking summaries and cv (see the functions above)."""
+    """Every metric of one set with one σ in one call: nll, spearman, the
+    interval-calibration summaries, ence, the ranking summaries and cv (see the functions
+    above). Runs score through `oodmol.uq.evaluators`, which give exactly these values."""
     rmv, rmse = error_calibration(y, mu, sigma, bins)
     out = {"n": int(np.asarray(y).size), "nll": gaussian_nll(y, mu, sigma)}
     out["spearman"] = error_spearman(y, mu, sigma)

@@ -1,0 +1,27 @@
+"""The regression sections of metrics.json: metrics of the ID and OOD sets, BOOM's binned
+R² on the OOD set, and a stop on non-finite predictions before any of them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from oodmol.eval.metrics import binned_r2, check_finite_predictions, regression_metrics
+from oodmol.predictions import SetPredictions
+
+
+def compute_metrics(sets: Mapping[str, SetPredictions], train_median: float) -> dict:
+    """Regression metrics of the ID and OOD sets; the OOD set adds BOOM's binned R² (split
+    at the median of the training targets). A non-finite prediction in any set stops
+    everything, naming the molecules: a NaN metric would hide which inputs broke the
+    model."""
+    metrics: dict = {}
+    for name, s in sets.items():
+        check_finite_predictions(
+            s.y_pred, [f"mol {i} ({smi})" for i, smi in zip(s.mol_id, s.smiles, strict=True)]
+        )
+        if name in ("id", "ood"):
+            metrics[name] = regression_metrics(s.y_true, s.y_pred)
+    if "ood" in sets:
+        tails = binned_r2(sets["ood"].y_true, sets["ood"].y_pred, train_median)
+        metrics["ood"].update(tails)
+    return metrics
