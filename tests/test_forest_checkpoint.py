@@ -5,7 +5,6 @@ without running it."""
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 from pathlib import Path
 
@@ -21,6 +20,9 @@ from sklearn.ensemble import RandomForestRegressor
 from oodmol.data.batches import VectorBatch
 from oodmol.models.sklearn import RandomForestModule
 from oodmol.models.tree_arrays import ForestArrays
+from oodmol.prediction import predict_file
+from oodmol.scoring import score_checkpoint
+from oodmol.training.run_folder import RunFolderError, read_run_entry
 
 REPO = Path(__file__).resolve().parents[1]
 FOREST_TAKES_NAN = Version(sklearn.__version__) >= Version("1.4")
@@ -229,17 +231,19 @@ def test_pickled_forest_of_older_checkpoints_is_refused_unopened(tmp_path: Path)
     assert not marker.exists()
 
 
-def test_malicious_torch_pickle_is_refused_by_evaluates_loader(tmp_path: Path) -> None:
+def test_malicious_torch_pickle_is_refused_by_every_checkpoint_loader(tmp_path: Path) -> None:
+    """evaluate.py (scoring), oodmol predict and a resume all load weights-only."""
     marker, path = tmp_path / "ran", tmp_path / "evil.ckpt"
     torch.save({"x": PlantsMarker(marker)}, path)
     torch.load(path, weights_only=False)["x"].close()  # live when fully unpickled
     assert marker.exists()
     marker.unlink()
-    spec = importlib.util.spec_from_file_location("evaluate_script", REPO / "evaluate.py")
-    evaluate = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(evaluate)
     with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
-        evaluate.score_checkpoint(OmegaConf.create({"ckpt_path": str(path)}), tmp_path)
+        score_checkpoint(OmegaConf.create({"ckpt_path": str(path)}), tmp_path)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        predict_file(OmegaConf.create({"ckpt_path": str(path)}))
+    with pytest.raises(RunFolderError, match="cannot be read as a checkpoint"):
+        read_run_entry(path)
     assert not marker.exists()
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from oodmol.config import compose_config
 from oodmol.report.__main__ import main as report_main
 from oodmol.training.identity import config_key
+from oodmol.training.run import train as train_one
 from oodmol.uq.members import run_members
 
 pytestmark = pytest.mark.slow
@@ -52,14 +52,10 @@ def tiny_csv(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def train(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Train]:
-    """`train(name, *overrides)` runs train.py's main logic (tiny MLP unless the overrides
+    """`train(name, *overrides)` runs train.py's work (`oodmol.training.run.train`) (tiny MLP unless the overrides
     say otherwise) into <tmp>/<name>; the task's data and feature caches are shared."""
     root = tmp_path_factory.mktemp("uq_train")
     csv = tiny_csv(root / "tiny.csv")
-    spec = importlib.util.spec_from_file_location("train_script", ROOT / "train.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-
     def run(name: str, *overrides: str, model: list[str] = FAST) -> Path:
         out = root / name
         cfg = compose_config(
@@ -73,7 +69,7 @@ def train(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Train]:
                 *overrides,
             ],
         )
-        run_members(cfg, script.train)
+        run_members(cfg, train_one)
         return out
 
     with pytest.MonkeyPatch.context() as mp:
