@@ -52,8 +52,9 @@ def tiny_csv(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def train(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Train]:
-    """`train(name, *overrides)` runs train.py's work (`oodmol.training.run.train`) (tiny MLP unless the overrides
-    say otherwise) into <tmp>/<name>; the task's data and feature caches are shared."""
+    """`train(name, *overrides)` runs train.py's work (`oodmol.training.run.train`; a
+    tiny MLP unless the overrides say otherwise) into <tmp>/<name>; the task's data and
+    feature caches are shared."""
     root = tmp_path_factory.mktemp("uq_train")
     csv = tiny_csv(root / "tiny.csv")
     def run(name: str, *overrides: str, model: list[str] = FAST) -> Path:
