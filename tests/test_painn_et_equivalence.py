@@ -39,7 +39,12 @@ EXACT = partial(torch.testing.assert_close, rtol=0.0, atol=1e-10)
 
 
 def new_name(old: str) -> str:
-    """The rewritten model's name of a reference parameter or buffer."""
+    """The rewritten model's name of a reference parameter or buffer: the outputs moved
+    to `output_modules` (`output.0.*` → `output.mlp.0.*`, `dipole.*` → `output.*`)."""
+    if old.startswith("output."):
+        return "output.mlp." + old.removeprefix("output.")
+    if old.startswith("dipole."):
+        return "output." + old.removeprefix("dipole.")
     return old
 
 
