@@ -13,7 +13,7 @@ from oodmol.models.blocks.cutoffs import CosineCutoff
 class NeighborEmbedding(nn.Module):
     """x_i ← W_c [x_i ‖ Σ_{j≠i} W_d(rbf(r_ij)) f_cut(r_ij) ∘ e′(z_j)], with e′ a second
     element embedding and f_cut the cosine cutoff (Thölke & De Fabritiis, ICLR 2022,
-    eq. 3; TorchMD-Net's `NeighborEmbedding`, also GeoFormer's).
+    eq. 3; TorchMD-Net's `NeighborEmbedding`, also ViSNet's).
 
     Self-loops in the graph are given zero weight rather than removed (no copy, no host
     sync), so the radial basis must be finite at r = 0 when the graph has them
