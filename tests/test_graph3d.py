@@ -1,22 +1,19 @@
 """3D inputs: conformers and their fallbacks, the graph3d featuriser, molecules it cannot
-represent (recorded by the cache, left out of runs and reported), and neighbour search."""
+represent (recorded by the cache, left out of runs and reported). The neighbour search
+has its own tests (`test_neighbors.py`)."""
 
 from __future__ import annotations
 
 import logging
-from itertools import product
 
 import numpy as np
 import pytest
-import torch
-from geometry_helpers import point_cloud_batch
 
 from oodmol.data.featurize.base import MolInput
 from oodmol.data.featurize.conformers import ConformerError, ConformerMethod, embed
 from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
-from oodmol.models.neighbors import HAS_TORCH_CLUSTER, radius_graph, radius_graph_torch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -141,47 +138,3 @@ def test_runs_leave_out_and_report_molecules_without_3d_features(tmp_path, caplo
     assert sizes == dm.feature_facts["sizes_used"]
     batch = next(iter(dm.train_dataloader()))
     assert set(batch) == {"z", "pos", "batch", "y", "index"}
-
-
-def reference_radius_graph(pos, batch, cutoff, max_neighbors):
-    """Atom by atom: every other atom of the molecule within the cutoff, nearest first."""
-    edges = set()
-    for i in range(len(pos)):
-        found = [
-            (float(((pos[i] - pos[j]) ** 2).sum()), j)
-            for j in range(len(pos))
-            if j != i and batch[j] == batch[i] and ((pos[i] - pos[j]) ** 2).sum() < cutoff**2
-        ]
-        edges |= {(j, i) for _, j in sorted(found)[:max_neighbors]}
-    return edges
-
-
-def edge_set(edge_index: torch.Tensor) -> set[tuple[int, int]]:
-    return set(map(tuple, edge_index.t().tolist()))
-
-
-@pytest.mark.parametrize(("cutoff", "max_neighbors"), list(product([1.2, 3.0, 50.0], [3, 64])))
-def test_torch_radius_graph_matches_the_atom_by_atom_reference(cutoff, max_neighbors):
-    batch = point_cloud_batch()
-    edges = radius_graph_torch(batch["pos"], batch["batch"], cutoff, max_neighbors)
-    assert edges.dtype == torch.int64
-    assert len(edge_set(edges)) == edges.shape[1]  # no duplicates
-    expected = reference_radius_graph(batch["pos"], batch["batch"], cutoff, max_neighbors)
-    assert edge_set(edges) == expected
-    assert (batch["batch"][edges[0]] == batch["batch"][edges[1]]).all()
-
-
-def test_radius_graph_without_torch_cluster_uses_the_torch_search():
-    batch = point_cloud_batch()
-    edges = radius_graph(batch["pos"], batch["batch"], 5.0, 32, use_torch_cluster=False)
-    assert torch.equal(edges, radius_graph_torch(batch["pos"], batch["batch"], 5.0, 32))
-
-
-@pytest.mark.skipif(not HAS_TORCH_CLUSTER, reason="torch-cluster is not installed")
-@pytest.mark.parametrize("cutoff", [1.2, 3.0, 5.0])
-def test_torch_cluster_and_torch_search_give_the_same_edges(cutoff):
-    batch = point_cloud_batch()
-    # a cap above every atom's neighbour count: there the two searches must agree exactly
-    theirs = radius_graph(batch["pos"], batch["batch"], cutoff, 128, use_torch_cluster=True)
-    ours = radius_graph_torch(batch["pos"], batch["batch"], cutoff, 128)
-    assert edge_set(theirs) == edge_set(ours)

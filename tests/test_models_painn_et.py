@@ -1,5 +1,7 @@
 """PaiNN and the Equivariant Transformer: symmetries, the dipole readout, training steps and
-their Hydra configs.
+their Hydra configs. Their building blocks and output modules have their own tests
+(`test_blocks.py`, `test_output_modules.py`), and `test_painn_et_equivalence.py` holds
+them to their code from before those blocks.
 
 Both models see the geometry only through distances, norms and dot products of polar
 vectors, so their scalar outputs are O(3)-invariant: the invariance checks include
@@ -27,10 +29,10 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from oodmol.data.batches import PointCloudBatch
-from oodmol.models.backbones.et import EquivariantTransformer, ExpNormalBasis
-from oodmol.models.backbones.painn import PaiNN, SineBasis, cosine_cutoff
-from oodmol.models.dipole import GatedEquivariantBlock, dipole_vector
+from oodmol.models.backbones.et import EquivariantTransformer
+from oodmol.models.backbones.painn import PaiNN
 from oodmol.models.module import PropertyRegressor
+from oodmol.models.output_modules import EquivariantDipoleOutput, ScalarOutput
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -45,62 +47,6 @@ MODELS = {
 @pytest.fixture(scope="module")
 def batch() -> PointCloudBatch:
     return point_cloud_batch()
-
-
-def test_two_opposite_charges_one_angstrom_apart_give_one():
-    pos = torch.tensor([[0.3, -1.0, 2.0], [1.3, -1.0, 2.0]])
-    segment = torch.zeros(2, dtype=torch.long)
-    mu = dipole_vector(torch.tensor([1.0, -1.0]), pos, segment, 1)
-    torch.testing.assert_close(mu, torch.tensor([[-1.0, 0.0, 0.0]]))
-    # charges are made neutral: +3/+1 is +1/−1 after subtracting the mean charge 2
-    torch.testing.assert_close(dipole_vector(torch.tensor([3.0, 1.0]), pos, segment, 1), mu)
-
-
-def test_dipole_sums_per_molecule_and_adds_atomic_dipoles():
-    pos = torch.tensor([[0.0, 0.0, 0.0], [0.0, 2.0, 0.0], [5.0, 5.0, 5.0]])
-    segment = torch.tensor([0, 0, 1])
-    atomic = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 0.5], [0.0, 0.0, 3.0]])
-    mu = dipole_vector(torch.tensor([0.5, -0.5, 7.0]), pos, segment, 2, atomic)
-    # molecule 0: −0.5 · (0, 2, 0) plus (1, 0, 0.5); molecule 1: one atom, charge 0
-    torch.testing.assert_close(mu, torch.tensor([[1.0, -1.0, 0.5], [0.0, 0.0, 3.0]]))
-
-
-def test_neutral_charges_make_the_dipole_independent_of_the_origin():
-    g = torch.Generator().manual_seed(0)
-    pos = torch.randn(7, 3, generator=g, dtype=torch.float64)
-    charges = torch.randn(7, generator=g, dtype=torch.float64) + 1.0  # net charge ≠ 0
-    segment = torch.tensor([0, 0, 0, 1, 1, 1, 1])
-    shift = torch.tensor([10.0, -3.0, 4.0], dtype=torch.float64)
-    torch.testing.assert_close(
-        dipole_vector(charges, pos + shift, segment, 2), dipole_vector(charges, pos, segment, 2)
-    )
-
-
-def test_gated_block_keeps_scalars_invariant_and_vectors_equivariant():
-    torch.manual_seed(0)
-    block = GatedEquivariantBlock(8, 4, 8, scalar_activation=True).double()
-    s = torch.randn(5, 8, dtype=torch.float64)
-    v = torch.randn(5, 3, 8, dtype=torch.float64)
-    rotation = random_rotation(0, reflect=True)
-    s_out, v_out = block(s, v)
-    s_rot, v_rot = block(s, torch.einsum("ab,nbf->naf", rotation, v))
-    assert s_out.shape == (5, 4) and v_out.shape == (5, 3, 4)
-    torch.testing.assert_close(s_rot, s_out)
-    torch.testing.assert_close(v_rot, torch.einsum("ab,nbf->naf", rotation, v_out))
-
-
-def test_radial_bases():
-    r = torch.tensor([0.5, 2.0, 4.999, 5.0, 6.0])
-    smooth = cosine_cutoff(torch.tensor([0.0, 2.5, 5.0]), 5.0)
-    torch.testing.assert_close(smooth, torch.tensor([1.0, 0.5, 0.0]))
-    sine = SineBasis(20, 5.0)(r)
-    assert sine.shape == (5, 20)
-    torch.testing.assert_close(sine[1, 2], torch.sin(torch.tensor(3 * torch.pi * 2.0 / 5.0)) / 2.0)
-    expnorm = ExpNormalBasis(64, 5.0)(r)
-    assert expnorm.shape == (5, 64) and torch.all(expnorm[3:] == 0)  # zero from the cutoff
-    # narrow functions (β ≈ 1000) that tile the range under the cutoff's envelope
-    envelope = cosine_cutoff(r[:3], 5.0)
-    assert torch.all(expnorm[:3].max(dim=1).values > 0.9 * envelope) and expnorm.max() <= 1
 
 
 @pytest.mark.parametrize("dipole", [False, True])
@@ -187,7 +133,7 @@ def test_configs_compose_and_instantiate(batch, config, target, dipole):
     assert cfg.model.features._target_.endswith("PointCloudFeatures")
     module = instantiate(cfg.model.module)
     assert isinstance(module.backbone, target)
-    assert (module.backbone.dipole is not None) is dipole
+    assert isinstance(module.backbone.output, EquivariantDipoleOutput if dipole else ScalarOutput)
     assert module.backbone.out_dim == (1 if dipole else 8)
     assert module(batch).shape == (len(batch),)
 

@@ -3,13 +3,14 @@ for Neural Network based Molecular Potentials", ICLR 2022), as BOOM ran it; writ
 the paper with torchmd-net's `torchmdnet/models/torchmd_et.py` and `models/utils.py` read
 for the details; this is our own code.
 
-- Embedding: an element embedding, plus the neighbour embedding (paper eq. 3): each
-  atom adds Σ_j W(r_ij) f_cut(r_ij) e'(z_j) of a second element embedding, and a Linear
-  map of the concatenation gives x_i. Vector features v_i [3, F] start at zero.
-- Distances: 64 exponential-normal radial basis functions (PhysNet's
-  exp(−β_k (exp(−α r) − μ_k)²), α = 5/r_c, times the cosine cutoff), not trained, and
-  the cosine cutoff at r_c = 5 Å. Each atom also attends to itself (torchmd-net builds
-  the graph with self-loops: r = 0, no direction).
+- Embedding: an element embedding, plus the neighbour embedding (paper eq. 3,
+  `blocks.NeighborEmbedding`): each atom adds Σ_j W(r_ij) f_cut(r_ij) e'(z_j) of a second
+  element embedding, and a Linear map of the concatenation gives x_i. Vector features
+  v_i [3, F] start at zero.
+- Distances: 64 exponential-normal radial basis functions (`blocks.ExpNormalBasis`,
+  PhysNet's exp(−β_k (exp(−α r) − μ_k)²), α = 5/r_c, times the cosine cutoff), not
+  trained, and the cosine cutoff at r_c = 5 Å. Each atom also attends to itself
+  (torchmd-net builds the graph with self-loops: r = 0, no direction).
 - Each layer (pre-norm, residual): LayerNorm x, then multi-head attention with heads
   of F/H channels: A_ij = SiLU(Σ_k q_ik k_jk dk_ijk) f_cut(r_ij) — SiLU instead of a
   softmax, dk = SiLU(Linear(rbf)); values v_j ∘ dv_ij (dv = SiLU(Linear(rbf)), 3F
@@ -23,15 +24,15 @@ The scalars see the geometry only through distances and dot products of polar ve
 so the output is O(3)-invariant (rotations and reflections), translation and permutation
 invariant; the vectors rotate (and reflect) with the molecule.
 
-Readout, two options:
+Readout (`oodmol.models.output_modules`), two options:
 - scalar properties (the default): torchmd-net's `Scalar` output, a per-atom MLP
-  F → F/2 → 1 (SiLU) summed or averaged over the molecule. The backbone returns the F/2
-  hidden units; the shared readout pools them (sum for extensive, mean for intensive
-  tasks, BOOM's per-property reduce_op) and the shared head is the last Linear, whose
-  bias is then added once per molecule.
+  F → F/2 → 1 (SiLU) summed or averaged over the molecule (`ScalarOutput`). The backbone
+  returns the F/2 hidden units; the shared readout pools them (sum for extensive, mean
+  for intensive tasks, BOOM's per-property reduce_op) and the shared head is the last
+  Linear, whose bias is then added once per molecule.
 - `dipole=True`: the equivariant dipole output (torchmd-net's `EquivariantDipoleMoment`,
   which BOOM used for QM9 μ): |Σ_i q_i r_i + μ_i| per molecule from two gated
-  equivariant blocks (`oodmol.models.dipole`), [B, 1], `out_dim = 1`; the shared head
+  equivariant blocks (`EquivariantDipoleOutput`), [B, 1], `out_dim = 1`; the shared head
   is then an affine map of |μ| on standardised targets. Two differences from
   torchmd-net: the charges are made neutral instead of measuring r_i from the centre of
   mass, and the gated blocks are PaiNN's (the norm is taken of out_dim mixed channels
@@ -40,63 +41,24 @@ Readout, two options:
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 from torch_geometric.utils import scatter
 
 from oodmol.data.batches import PointCloudBatch
-from oodmol.models.backbones.painn import cosine_cutoff
-from oodmol.models.dipole import DipoleReadout
-from oodmol.models.neighbors import radius_graph
-
-
-class ExpNormalBasis(nn.Module):
-    """PhysNet's exponential-normal radial functions with torchmd-net's initial centres
-    μ_k ∈ [exp(−r_c), 1] and widths β_k = (2 (1 − exp(−r_c)) / K)⁻², times the cutoff."""
-
-    def __init__(self, num_rbf: int, cutoff: float, trainable: bool = False) -> None:
-        super().__init__()
-        self.cutoff = cutoff
-        self.alpha = 5.0 / cutoff
-        start = math.exp(-cutoff)
-        means = torch.linspace(start, 1.0, num_rbf)
-        betas = torch.full((num_rbf,), (2.0 / num_rbf * (1.0 - start)) ** -2)
-        if trainable:
-            self.means, self.betas = nn.Parameter(means), nn.Parameter(betas)
-        else:
-            self.register_buffer("means", means)
-            self.register_buffer("betas", betas)
-
-    def forward(self, r: torch.Tensor) -> torch.Tensor:
-        r = r.unsqueeze(-1)
-        smooth = cosine_cutoff(r, self.cutoff)
-        return smooth * torch.exp(-self.betas * (torch.exp(-self.alpha * r) - self.means) ** 2)
-
-
-class NeighborEmbedding(nn.Module):
-    """x_i ← Linear([x_i ‖ Σ_{j≠i} Linear(rbf(r_ij)) f_cut(r_ij) e'(z_j)])."""
-
-    def __init__(self, hidden: int, num_rbf: int, cutoff: float, max_z: int) -> None:
-        super().__init__()
-        self.cutoff = cutoff
-        self.embedding = nn.Embedding(max_z, hidden)
-        self.distance_proj = nn.Linear(num_rbf, hidden)
-        self.combine = nn.Linear(2 * hidden, hidden)
-
-    def forward(
-        self,
-        z: torch.Tensor,
-        x: torch.Tensor,
-        edge_index: torch.Tensor,
-        r: torch.Tensor,
-        rbf: torch.Tensor,
-    ) -> torch.Tensor:
-        j, i = edge_index
-        w = self.distance_proj(rbf) * cosine_cutoff(r, self.cutoff).unsqueeze(-1)
-        neighbours = scatter(w * self.embedding(z)[j], i, dim=0, dim_size=x.shape[0])
-        return self.combine(torch.cat([x, neighbours], dim=-1))
+from oodmol.models.blocks import (
+    CosineCutoff,
+    Distance,
+    Edges,
+    ExpNormalBasis,
+    NeighborEmbedding,
+    xavier_init_linears,
+)
+from oodmol.models.output_modules import (
+    AtomFeatureBackbone,
+    EquivariantDipoleOutput,
+    ScalarOutput,
+)
 
 
 class EquivariantAttention(nn.Module):
@@ -107,7 +69,7 @@ class EquivariantAttention(nn.Module):
         if hidden % heads:
             raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
         self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
-        self.cutoff = cutoff
+        self.cutoff_fn = CosineCutoff(cutoff)
         self.layernorm = nn.LayerNorm(hidden)
         self.q_proj = nn.Linear(hidden, hidden)
         self.k_proj = nn.Linear(hidden, hidden)
@@ -122,14 +84,12 @@ class EquivariantAttention(nn.Module):
         self,
         x: torch.Tensor,
         vec: torch.Tensor,
-        edge_index: torch.Tensor,
-        r: torch.Tensor,
+        edges: Edges,
         rbf: torch.Tensor,
-        direction: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        n, e = x.shape[0], r.shape[0]
+        n, e = x.shape[0], rbf.shape[0]
         heads, d = self.heads, self.head_dim
-        j, i = edge_index
+        j, i = edges.index
         x = self.layernorm(x)
         q = self.q_proj(x).view(n, heads, d)
         k = self.k_proj(x).view(n, heads, d)
@@ -138,12 +98,12 @@ class EquivariantAttention(nn.Module):
         dk = self.act(self.dk_proj(rbf)).view(e, heads, d)
         dv = self.act(self.dv_proj(rbf)).view(e, heads, 3 * d)
 
-        attention = self.act((q[i] * k[j] * dk).sum(-1)) * cosine_cutoff(r, self.cutoff)[:, None]
+        attention = self.act((q[i] * k[j] * dk).sum(-1)) * self.cutoff_fn(edges.length)[:, None]
         values, gate, along = torch.split(v[j] * dv, d, dim=-1)  # [E, H, d] each
         messages = values * attention.unsqueeze(-1)
         vec_messages = vec.view(n, 3, heads, d)[j] * gate.unsqueeze(1) + along.unsqueeze(
             1
-        ) * direction.view(e, 3, 1, 1)
+        ) * edges.direction.view(e, 3, 1, 1)
         y = scatter(messages, i, dim=0, dim_size=n).view(n, self.hidden)
         w = scatter(vec_messages, i, dim=0, dim_size=n).view(n, 3, self.hidden)
 
@@ -153,13 +113,13 @@ class EquivariantAttention(nn.Module):
         return dx, dvec
 
 
-class EquivariantTransformer(nn.Module):
-    """The ET on point clouds (`z`, `pos`, `batch`); per-atom vectors for the shared
+class EquivariantTransformer(AtomFeatureBackbone):
+    """The ET on point clouds (`z`, `pos`, `molecule`); per-atom vectors for the shared
     readout, or |μ| per molecule with `dipole=True` (see the module docstring).
 
     Defaults are the published QM9 model (torchmd-net's examples/ET-QM9.yaml, whose
     checkpoint BOOM's run took its sizes from); `max_neighbors` caps each atom's
-    neighbours (nearest kept, self excluded; BOOM set 96).
+    neighbours (nearest kept, the self-loop on top; BOOM set 96).
     """
 
     def __init__(
@@ -179,6 +139,7 @@ class EquivariantTransformer(nn.Module):
         self.hidden = hidden
         self.cutoff = cutoff
         self.max_neighbors = max_neighbors
+        self.distance = Distance(cutoff, max_neighbors, loop=True)
         self.embedding = nn.Embedding(max_z, hidden)
         self.rbf = ExpNormalBasis(num_rbf, cutoff, trainable_rbf)
         self.neighbor_embedding = (
@@ -188,51 +149,19 @@ class EquivariantTransformer(nn.Module):
             EquivariantAttention(hidden, num_rbf, heads, cutoff) for _ in range(layers)
         )
         self.out_norm = nn.LayerNorm(hidden)
-        if dipole:
-            self.dipole = DipoleReadout(hidden)
-            self.out_dim = 1
-        else:
-            self.dipole = None
-            self.output = nn.Sequential(nn.Linear(hidden, hidden // 2), nn.SiLU())
-            self.out_dim = hidden // 2
-        for module in self.modules():  # torchmd-net: Xavier-uniform weights, zero biases
-            if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        self.output = EquivariantDipoleOutput(hidden) if dipole else ScalarOutput(hidden)
+        xavier_init_linears(self)  # torchmd-net: Xavier-uniform weights, zero biases
 
     def embed(self, batch: PointCloudBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Scalar [N, F] (after the final LayerNorm) and vector [N, 3, F] atom features."""
-        z, pos = batch.z, batch.pos
-        n = z.shape[0]
-        edge_index = radius_graph(pos, batch.molecule, self.cutoff, self.max_neighbors)
-        j, i = edge_index
-        offset = pos[j] - pos[i]
-        r = torch.linalg.vector_norm(offset, dim=-1)
-        direction = offset / r.unsqueeze(-1)
-        rbf = self.rbf(r)
+        z = batch.z
+        edges = self.distance(batch.pos, batch.molecule)
+        rbf = self.rbf(edges.length)
         x = self.embedding(z)
         if self.neighbor_embedding is not None:
-            x = self.neighbor_embedding(z, x, edge_index, r, rbf)
-        # self-loops for the attention: distance 0 and a zero direction
-        loops = torch.arange(n, device=z.device)
-        edge_index = torch.cat([edge_index, torch.stack([loops, loops])], dim=1)
-        r = torch.cat([r, r.new_zeros(n)])
-        rbf = torch.cat([rbf, self.rbf(r.new_zeros(n))])
-        direction = torch.cat([direction, direction.new_zeros(n, 3)])
-        vec = x.new_zeros(n, 3, self.hidden)
+            x = self.neighbor_embedding(z, x, edges.index, edges.length, rbf)
+        vec = x.new_zeros(z.shape[0], 3, self.hidden)
         for layer in self.layers:
-            dx, dvec = layer(x, vec, edge_index, r, rbf, direction)
+            dx, dvec = layer(x, vec, edges, rbf)
             x, vec = x + dx, vec + dvec
         return self.out_norm(x), vec
-
-    def dipole_vector(self, batch: PointCloudBatch) -> torch.Tensor:
-        """The predicted dipole vectors μ [B, 3] (`dipole=True` only)."""
-        x, vec = self.embed(batch)
-        return self.dipole.vector(x, vec, batch.pos, batch.molecule, len(batch))
-
-    def forward(self, batch: PointCloudBatch) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        x, vec = self.embed(batch)
-        if self.dipole is not None:
-            return self.dipole(x, vec, batch.pos, batch.molecule, len(batch))
-        return self.output(x), batch.molecule
