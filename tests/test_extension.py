@@ -6,12 +6,13 @@ rebuilds it from its checkpoint alone. The trainer's precisions run end to end t
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import pandas as pd
 import pytest
 import torch
-from e2e_helpers import MLP, QUIET, TinyTask, scored_rows
+from e2e_helpers import MLP, QUIET, REPO, TinyTask, scored_rows
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +73,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         "train.py", f"--config-dir={root / 'configs'}", "model=toy",
         *task.task_args(), *QUIET, f"hydra.run.dir={root / 'toy'}",
     ]  # fmt: skip
-    code = {"PYTHONPATH": str(root / "code")}
+    code = {"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(root / "code")])}
     best = root / "toy" / "checkpoints" / "best.ckpt"
     rescore = [
         "evaluate.py",

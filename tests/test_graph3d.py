@@ -9,6 +9,7 @@ import logging
 import numpy as np
 import pytest
 
+from oodmol.data.batches import PointCloudBatch
 from oodmol.data.featurize.base import MolInput
 from oodmol.data.featurize.conformers import ConformerError, ConformerMethod, embed
 from oodmol.data.featurize.graph3d import Graph3D
@@ -137,4 +138,5 @@ def test_runs_leave_out_and_report_molecules_without_3d_features(tmp_path, caplo
     sizes = {name: len(dm.datasets[name]) for name in dm.set_ids}
     assert sizes == dm.feature_facts["sizes_used"]
     batch = next(iter(dm.train_dataloader()))
-    assert set(batch) == {"z", "pos", "batch", "y", "index"}
+    assert isinstance(batch, PointCloudBatch) and len(batch) == dm.batch_size
+    assert batch.pos.shape == (len(batch.z), 3) and len(batch.molecule) == len(batch.z)

@@ -11,6 +11,7 @@ CSV task (6 batches an epoch, 4 epochs), so the random state and the data order 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +33,7 @@ MODEL = [
     "logger=many",
     *MORGAN,
 ]
-HELPERS = {"PYTHONPATH": str(REPO / "tests")}
+HELPERS = {"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests")])}
 # as configs/hparams_search/chemprop_random.yaml lets a trial fail, over two learning rates
 SEARCH = """# @package _global_
 defaults:

@@ -57,6 +57,7 @@ def train(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Train]:
     feature caches are shared."""
     root = tmp_path_factory.mktemp("uq_train")
     csv = tiny_csv(root / "tiny.csv")
+
     def run(name: str, *overrides: str, model: list[str] = FAST) -> Path:
         out = root / name
         cfg = compose_config(
