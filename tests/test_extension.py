@@ -33,6 +33,39 @@ class ToyBackbone(nn.Module):
     def forward(self, batch) -> torch.Tensor:
         return torch.relu(self.norm(self.embed(batch.x)))
 '''
+TOY_TOKENS_MODEL = '''
+"""A toy token backbone: token embeddings averaged over each molecule's real tokens."""
+
+import torch
+from torch import nn
+
+
+class ToyTokens(nn.Module):
+    def __init__(self, vocab_size: int, pad_id: int, hidden: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, hidden, padding_idx=pad_id)
+        self.out_dim = hidden
+
+    def forward(self, batch) -> torch.Tensor:
+        mask = batch.attention_mask.unsqueeze(-1).float()
+        return (self.embed(batch.input_ids) * mask).sum(1) / mask.sum(1)
+'''
+TOY_TOKENS_YAML = """
+name: toy_tokens
+max_epochs: 2
+batch_size: 16
+featurizer: {_target_: oodmol.data.featurize.smiles.SmilesText}
+features: {_target_: oodmol.data.tokens.TokenFeatures}
+statistics:
+  backbone.vocab_size: {_target_: oodmol.data.statistics.FeatureFact, name: vocab_size}
+  backbone.pad_id: {_target_: oodmol.data.statistics.FeatureFact, name: pad_id}
+module:
+  _target_: oodmol.models.module.PropertyRegressor
+  extensive: ${task.extensive}
+  backbone: {_target_: toy_tokens.ToyTokens, hidden: 8}
+  head_hidden: []
+  optimizer: {_target_: torch.optim.Adam, _partial_: true, lr: 1.0e-2}
+"""
 TOY_YAML = """
 name: toy
 max_epochs: 3
@@ -69,10 +102,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     (root / "code" / "toy_model.py").write_text(TOY_MODEL)
     (root / "configs" / "model").mkdir(parents=True)
     (root / "configs" / "model" / "toy.yaml").write_text(textwrap.dedent(TOY_YAML))
-    toy = [
-        "train.py", f"--config-dir={root / 'configs'}", "model=toy",
-        *task.task_args(), *QUIET, f"hydra.run.dir={root / 'toy'}",
-    ]  # fmt: skip
+    (root / "code" / "toy_tokens.py").write_text(TOY_TOKENS_MODEL)
+    (root / "configs" / "model" / "toy_tokens.yaml").write_text(textwrap.dedent(TOY_TOKENS_YAML))
+
+    def train(model: str, folder: str) -> list[str]:
+        return [
+            "train.py", f"--config-dir={root / 'configs'}", f"model={model}",
+            *task.task_args(), *QUIET, f"hydra.run.dir={root / folder}",
+        ]  # fmt: skip
+
+    toy = train("toy", "toy")
     code = {"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(root / "code")])}
     best = root / "toy" / "checkpoints" / "best.ckpt"
     rescore = [
@@ -85,6 +124,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         ("toy", lambda: task.run(toy, env=code)),
         ("again", lambda: task.run(rescore, env=code)),
     )
+    task.submit("tokens", lambda: task.run(train("toy_tokens", "tokens"), env=code))
     for precision in ("64-true", "bf16-mixed"):
         run = ["train.py", *task.task_args(), *QUIET, *MLP, f"trainer.precision={precision}"]
         task.submit(precision, [*run, f"hydra.run.dir={root / precision}"])
@@ -122,6 +162,20 @@ def test_the_tested_weights_are_the_averaged_ones(runs: TinyTask) -> None:
         for name in ("toy", "again")
     )
     pd.testing.assert_frame_equal(ours, again)
+
+
+def test_toy_token_model_trains_on_token_features(runs: TinyTask) -> None:
+    runs.result("tokens").ok()
+    folder = runs.root / "tokens"
+    saved = torch.load(folder / "checkpoints" / "best.ckpt", weights_only=True)
+    statistics = saved["oodmol_statistics"]
+    assert statistics["backbone.pad_id"] == 0 and statistics["backbone.vocab_size"] > 10
+    assert (
+        saved["state_dict"]["backbone.embed.weight"].shape[0] == statistics["backbone.vocab_size"]
+    )
+    assert "tokenizer" in saved["oodmol_features"]  # the vocabulary travels with the model
+    assert list((runs.data_dir / "features").glob("*.tokenizer.json"))  # and beside the cache
+    assert scored_rows(pd.read_csv(folder / "predictions.csv"))["y_pred"].notna().all()
 
 
 @pytest.mark.parametrize("precision, dtype", [("64-true", torch.float64), ("bf16-mixed", None)])
