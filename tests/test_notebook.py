@@ -3,10 +3,12 @@ leaderboard tables, the parity grid and the ID-vs-OOD scatter; it is committed c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbformat
 import pytest
+from e2e_helpers import tiny_molecules
 from nbclient import NotebookClient
 from report_helpers import write_runs
 
@@ -33,6 +35,14 @@ def test_notebook_shows_tables_and_both_figures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OODMOL_RUNS", str(write_runs(tmp_path / "runs")))
+    # the last section: a scikit-learn model on the tiny CSV task, Morgan bits
+    csv = tmp_path / "tiny.csv"
+    tiny_molecules().to_csv(csv, index=False)
+    own = {"path": str(csv), "target_column": "y", "overrides": ["task.ood_size=20"]}
+    monkeypatch.setenv("OODMOL_OWN_TASK", "csv")
+    monkeypatch.setenv("OODMOL_OWN_OPTIONS", json.dumps(own))
+    monkeypatch.setenv("OODMOL_OWN_FEATURES", "morgan")
+    monkeypatch.setenv("OODMOL_DATA_DIR", str(tmp_path / "data"))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(
         notebook, timeout=120, resources={"metadata": {"path": str(NOTEBOOK.parent)}}
@@ -47,3 +57,5 @@ def test_notebook_shows_tables_and_both_figures(
     assert all("| Task | Set | mlp | rf |" in table for table in tables)
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == 2  # the parity grid, then the scatter
+    own = [o.data["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert len(own) == 1 and "OOD RMSE" in own[0] and "OOD binned R²" in own[0]

@@ -18,7 +18,7 @@ from oodmol.eval.regression import compute_metrics
 from oodmol.io import atomic_write_text
 from oodmol.predictions import SetPredictions
 from oodmol.provenance import package_versions
-from oodmol.uq.assessment import assess_uncertainty
+from oodmol.uq.assessment import UncertaintyReport, assess_uncertainty
 from oodmol.uq.plots import uncertainty_figures
 
 
@@ -40,13 +40,8 @@ def write_results(
     recalibrations and metrics to run, None for all (see `oodmol.uq.assessment`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = {**header, **compute_metrics(sets, train_median)}
-    uncertainty = assess_uncertainty(sets, header.get("uq"), calibrators, evaluators)
-    if uncertainty is not None:
-        metrics.update(uncertainty.metrics)
-    metrics["train_median"] = float(train_median)
-    metrics["versions"] = package_versions()
-    atomic_write_text(out_dir / "metrics.json", json.dumps(_plain(metrics), indent=2))
+    metrics, uncertainty = run_metrics(sets, header, train_median, calibrators, evaluators)
+    atomic_write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2))
     frame = pd.concat([s.frame() for s in sets.values()], ignore_index=True)
     atomic_write_text(out_dir / "predictions.csv", frame.to_csv(index=False))
     empty = np.zeros(0)
@@ -66,6 +61,24 @@ def write_results(
     if uncertainty is not None:
         figures.update(uncertainty_figures(out_dir, uncertainty.curves, units))
     return metrics, figures
+
+
+def run_metrics(
+    sets: dict[str, SetPredictions],
+    header: dict,
+    train_median: float,
+    calibrators: Sequence[str] | None = None,
+    evaluators: Sequence[str] | None = None,
+) -> tuple[dict, UncertaintyReport | None]:
+    """A run's metrics.json content (JSON-ready: NaN as null) and the uncertainty
+    report behind its figures, without writing anything."""
+    metrics = {**header, **compute_metrics(sets, train_median)}
+    uncertainty = assess_uncertainty(sets, header.get("uq"), calibrators, evaluators)
+    if uncertainty is not None:
+        metrics.update(uncertainty.metrics)
+    metrics["train_median"] = float(train_median)
+    metrics["versions"] = package_versions()
+    return _plain(metrics), uncertainty
 
 
 def _plain(obj: object) -> object:

@@ -1,0 +1,167 @@
+"""Scoring an outside model's predictions on a benchmark task, with the code that scores
+train.py's runs (`oodmol.results`): the same metrics, the same uncertainty assessment,
+the same result files when saved (then marked as external)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from oodmol.benchmark.task import TEST_SETS, BenchmarkTask
+from oodmol.comparability import EXTERNAL
+from oodmol.predictions import SetPredictions, std_columns
+from oodmol.results import run_metrics, write_results
+
+MAX_NAMED = 5
+Values = np.ndarray | list | pd.Series | pd.DataFrame
+
+
+class PredictionError(ValueError):
+    """Predictions that do not fit the task's sets: wrong length, unknown or repeated
+    ids, missing molecules or sets, values that are not finite."""
+
+
+def evaluate(
+    task: BenchmarkTask,
+    predictions: Mapping[str, Values],
+    *,
+    sigma: Mapping[str, Values] | None = None,
+    val: Values | None = None,
+    val_sigma: Values | None = None,
+    name: str = "my_model",
+    seed: int | None = None,
+    save_to: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """The metrics of `predictions` ({"id": ..., "ood": ...}) on the task's test sets, as
+    a train.py run's metrics.json holds them (RMSE, MAE, R², Spearman; the OOD set's
+    binned R²).
+
+    Each set's values are either aligned with `task.test[set]` (an array or a list of
+    its length) or keyed by mol_id (a Series indexed by mol_id, or a DataFrame with
+    `mol_id` and `y_pred` columns). `sigma` (the same shapes; predictive standard
+    deviations) adds the calibration and ranking metrics; with predictions (and σ) of
+    `task.val` as well, z-scaled and conformal recalibrations fitted on them.
+    `save_to=<runs folder>` writes a run folder `<task>/<split>/<name>/<seed>/`
+    (metrics.json, predictions.csv, figures) marked as external, which the leaderboard
+    shows beside oodmol's own models.
+    """
+    unknown = sorted(set(predictions) - set(TEST_SETS))
+    missing = [s for s in TEST_SETS if s not in predictions]
+    if unknown or missing:
+        raise PredictionError(
+            f"predictions need exactly the sets {list(TEST_SETS)}; "
+            f"missing {missing}, unknown {unknown}"
+        )
+    frames = dict(task.test)
+    values = {s: _aligned(predictions[s], frames[s], s, "prediction") for s in TEST_SETS}
+    sigmas = {s: _aligned(sigma[s], frames[s], s, "sigma") for s in TEST_SETS} if sigma else {}
+    if val is not None:
+        frames["val"] = task.val
+        values["val"] = _aligned(val, task.val, "val", "prediction")
+        if val_sigma is not None:
+            sigmas["val"] = _aligned(val_sigma, task.val, "val", "sigma")
+    for set_name, sd in sigmas.items():
+        if (sd < 0).any():
+            raise PredictionError(f"{set_name}: {int((sd < 0).sum())} sigma values are negative")
+    sets = {
+        s: SetPredictions(
+            s,
+            frames[s]["mol_id"].to_numpy(),
+            frames[s]["smiles"].to_numpy(),
+            frames[s]["target"].to_numpy(float),
+            values[s],
+            **std_columns(None, sigmas[s] ** 2 if s in sigmas else None),
+        )
+        for s in values
+    }
+    header = _header(task, name, task.seed if seed is None else seed, bool(sigmas))
+    median = task.card["train_median"]
+    if save_to is None:
+        metrics, _ = run_metrics(sets, header, median)
+        return metrics
+    folder = Path(save_to) / task.name / task.split / name / str(header["seed"])
+    if (folder / "metrics.json").exists() and not overwrite:
+        raise FileExistsError(f"{folder} already holds a run; pass overwrite=True to replace it")
+    metrics, _ = write_results(
+        folder, sets, header, median, task.card["property"], task.card["units"]
+    )
+    return metrics
+
+
+def _header(task: BenchmarkTask, name: str, seed: int, has_sigma: bool) -> dict[str, Any]:
+    header = {
+        "task": task.name,
+        "split": task.split,
+        "model": name,
+        "seed": seed,
+        "split_hash": task.card["split_hash"],
+        "status": "complete",
+        "flags": [EXTERNAL],
+        "config_key": None,
+        "n_params": None,
+        "train_seconds": None,
+        "property": task.card["property"],
+        "units": task.card["units"],
+        "data": {"sizes": task.card["sizes"]},
+        "source": "oodmol.benchmark",
+    }
+    if has_sigma:
+        header["uq"] = {"method": "native", "member": None}  # the model's own σ
+    return header
+
+
+def _aligned(values: Values, frame: pd.DataFrame, set_name: str, what: str) -> np.ndarray:
+    """The values in the order of `frame`'s molecules, or an error naming what is wrong."""
+    if isinstance(values, pd.DataFrame):
+        column = "y_pred" if what == "prediction" else "y_std"
+        if "mol_id" not in values or column not in values:
+            raise PredictionError(
+                f"{set_name}: a DataFrame of {what}s needs columns 'mol_id' and {column!r}; "
+                f"it has {list(values.columns)}"
+            )
+        values = values.set_index("mol_id")[column]
+    if isinstance(values, pd.Series):
+        array = _by_mol_id(values, frame, set_name, what)
+    else:
+        array = np.asarray(values, dtype=float).ravel()
+        if len(array) != len(frame):
+            raise PredictionError(
+                f"{set_name}: {len(array)} {what}s for the set's {len(frame)} molecules "
+                "(give them in the order of the set, or as a Series indexed by mol_id)"
+            )
+    bad = ~np.isfinite(array)
+    if bad.any():
+        ids = frame["mol_id"].to_numpy()[bad]
+        raise PredictionError(f"{set_name}: {int(bad.sum())} {what}s are not finite: {_named(ids)}")
+    return array
+
+
+def _by_mol_id(values: pd.Series, frame: pd.DataFrame, set_name: str, what: str) -> np.ndarray:
+    ids = pd.Index(values.index)
+    repeated = ids[ids.duplicated()].unique()
+    if len(repeated):
+        raise PredictionError(
+            f"{set_name}: {len(repeated)} mol_ids have more than one {what}: {_named(repeated)}"
+        )
+    expected = pd.Index(frame["mol_id"])
+    unknown, missing = ids.difference(expected), expected.difference(ids)
+    if len(unknown):
+        raise PredictionError(
+            f"{set_name}: {len(unknown)} mol_ids are not molecules of the set: {_named(unknown)}"
+        )
+    if len(missing):
+        raise PredictionError(
+            f"{set_name}: {len(missing)} molecules of the set have no {what}: {_named(missing)}"
+        )
+    return pd.to_numeric(values, errors="coerce").loc[expected].to_numpy(float)
+
+
+def _named(ids) -> str:
+    shown = ", ".join(f"mol {i}" for i in list(ids)[:MAX_NAMED])
+    more = f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else ""
+    return shown + more
