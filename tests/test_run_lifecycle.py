@@ -140,6 +140,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
         *task.task_args(), *QUIET, *MODEL, f"hydra.sweep.dir={root / 'search'}",
     ]  # fmt: skip
     task.submit("search", search)
+    # the OOD-trajectory diagnostic: the same training, and a last row that is the last
+    # epoch's own test error
+    diagnosed_last = root / "diagnosed" / "checkpoints" / "last.ckpt"
+    rescore = [
+        "evaluate.py", f"ckpt_path={diagnosed_last}", "progress=false",
+        f"hydra.run.dir={root / 'diagnosed_last'}",
+    ]  # fmt: skip
+    task.submit_chain(
+        ("diagnosed", train("diagnosed", "callbacks=diagnostics")),
+        ("diagnosed_last", rescore),
+    )
     # the objective of a search, looked up by name
     task.submit("objective", train("objective", "optimized_metric=val_rmse"))
     task.submit("unknown_objective", train("unknown_objective", "optimized_metric=val_nope"))
@@ -303,3 +314,24 @@ def test_unknown_objective_names_the_logged_metrics(runs: TinyTask) -> None:
     stderr = runs.result("unknown_objective").failed().stderr
     assert "optimized_metric=val_nope is not a logged validation metric" in stderr
     assert "'val_loss', 'val_rmse'" in stderr
+
+
+# -------------------------------------------------- the OOD-trajectory diagnostic (#21)
+
+
+def test_trajectory_diagnostic_changes_nothing_and_scores_every_epoch(runs: TinyTask) -> None:
+    runs.result("reference").ok()
+    runs.result("diagnosed").ok()
+    folder = runs.root / "diagnosed"
+    assert_same_results(folder, runs.root / "reference")
+    assert metrics_of(folder)["config_key"] == metrics_of(runs.root / "reference")["config_key"]
+    lines = (folder / "ood_trajectory.csv").read_text().splitlines()
+    assert lines[0].startswith("# diagnostic only") and "never use them to choose" in lines[0]
+    trajectory = pd.read_csv(folder / "ood_trajectory.csv", comment="#")
+    assert trajectory["epoch"].tolist() == [0, 1, 2, 3]
+    runs.result("diagnosed_last").ok()  # evaluate.py on the run's last.ckpt
+    last = metrics_of(runs.root / "diagnosed_last")
+    assert trajectory["ood_rmse"].iloc[-1] == pytest.approx(last["ood"]["rmse"], rel=1e-6)
+    assert trajectory["id_rmse"].iloc[-1] == pytest.approx(last["id"]["rmse"], rel=1e-6)
+    assert (folder / "ood_trajectory.png").is_file()
+    assert "ood_rmse" not in (folder / "csv" / "metrics.csv").read_text()  # never logged

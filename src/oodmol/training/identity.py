@@ -58,7 +58,7 @@ TRAINER_EXECUTION_KEYS = frozenset(
 # keys anywhere in the tree that hold a location, never a setting
 LOCATION_KEYS = frozenset({"dirpath", "output_dir", "save_dir"})
 # callbacks that only observe a run
-OBSERVER_CALLBACKS = frozenset({"test_evaluation"})
+OBSERVER_CALLBACKS = frozenset({"test_evaluation", "ood_trajectory"})
 
 
 def result_settings(cfg: DictConfig) -> dict[str, Any]:
