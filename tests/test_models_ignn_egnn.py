@@ -7,6 +7,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from fit_helpers import training_losses
@@ -15,6 +16,10 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from rdkit import Chem
 
+from oodmol.data.batches import PointCloudBatch
+from oodmol.data.features import GraphSet
+from oodmol.data.featurize.base import MolInput
+from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.models.backbones.egnn import EGNN, bond_push
 from oodmol.models.backbones.ignn import (
     IGNN,
@@ -89,6 +94,36 @@ def test_perceived_bonds_are_the_molecules_bonds(group, monkeypatch):
             expected |= {(i, j), (j, i)}
         offset += mol.GetNumAtoms()
     assert set(map(tuple, bonds.t().tolist())) == expected
+
+
+def test_bonds_stay_within_fragments_placed_on_top_of_each_other():
+    """A salt's two ions, the second moved onto the first (as ETKDG did to mol_id 8065 of
+    the 10k set): bonds perceived within fragments are the SMILES graph's, bonds
+    perceived from the geometry alone would join the ions."""
+    smiles = "[NH4+].CC(=O)[O-]"
+    cloud = Graph3D(seed=0)(MolInput(smiles))
+    mol = Chem.AddHs(Chem.MolFromSmiles(smiles))  # the conformer's atom order
+    fragments = np.zeros(mol.GetNumAtoms(), dtype=np.int64)
+    for index, atoms in enumerate(Chem.GetMolFrags(mol)):
+        fragments[list(atoms)] = index
+    assert (cloud["fragment"] == fragments).all()
+    pos = cloud["pos"].copy()
+    second = cloud["fragment"] == 1
+    pos[second] += pos[~second].mean(0) - pos[second].mean(0)
+    dataset = GraphSet(
+        [{**cloud, "pos": pos}], [0.0], PointCloudBatch, ("z", "pos", "fragment"), ()
+    )
+    batch = dataset.__getitems__([0])[0]
+    layout = DenseLayout.of(batch.molecule)
+    distances = layout.distances(batch.pos)
+    expected = set()
+    for bond in mol.GetBonds():
+        i, j = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
+        expected |= {(i, j), (j, i)}
+    within = perceive_bonds(batch.z, layout, distances, covalent_radii(), fragment=batch.fragment)
+    assert set(map(tuple, within.t().tolist())) == expected
+    anywhere = perceive_bonds(batch.z, layout, distances, covalent_radii())
+    assert set(map(tuple, anywhere.t().tolist())) > expected
 
 
 @pytest.mark.parametrize("group", [1, 3, 8])

@@ -51,6 +51,7 @@ class PointCloudBatch(Batch):
     z: torch.Tensor
     pos: torch.Tensor
     molecule: torch.Tensor
+    fragment: torch.Tensor | None = None  # covalent fragment of each atom, where known
 
 
 @dataclass(kw_only=True)

@@ -265,7 +265,8 @@ class PointCloudFeatures(FeatureSet):
         self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
     ) -> Dataset:
         graphs = list(store.iter_arrays(mol_ids))
-        return GraphSet(graphs, y, PointCloudBatch, atom_fields=("z", "pos"), edge_fields=())
+        fields = ("z", "pos", "fragment")
+        return GraphSet(graphs, y, PointCloudBatch, atom_fields=fields, edge_fields=())
 
 
 def _targets(y: np.ndarray | None) -> torch.Tensor | None:

@@ -56,6 +56,9 @@ class Conformer:
     positions: np.ndarray  # float32 [n_atoms, 3], Ångström
     method: ConformerMethod
     converged: bool  # the force field reached its tolerance within its iterations
+    # the covalent fragment of each atom (salts, co-crystals: ETKDG may place fragments on
+    # top of each other, so bonds must not be perceived from the geometry across them)
+    fragment: np.ndarray  # int64 [n_atoms]
 
 
 def embed(smiles: str, seed: int = 0, max_iterations: int = 0) -> Conformer:
@@ -78,7 +81,10 @@ def embed(smiles: str, seed: int = 0, max_iterations: int = 0) -> Conformer:
     if not np.isfinite(positions).all():
         raise ConformerError(f"{method.name} produced non-finite coordinates")
     atomic_numbers = np.array([a.GetAtomicNum() for a in mol.GetAtoms()], dtype=np.int64)
-    return Conformer(atomic_numbers, positions, method, converged)
+    fragment = np.zeros(len(atomic_numbers), dtype=np.int64)
+    for index, atoms in enumerate(Chem.GetMolFrags(mol)):
+        fragment[list(atoms)] = index
+    return Conformer(atomic_numbers, positions, method, converged, fragment)
 
 
 def _embed(mol: Chem.Mol, seed: int, max_iterations: int, random_coords: bool) -> int:

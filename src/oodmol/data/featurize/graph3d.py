@@ -10,8 +10,11 @@ from oodmol.data.featurize.conformers import ConformerMethod, embed
 
 
 class Graph3D(Featurizer):
-    """A molecule as a point cloud: `z` int64 [n_atoms], `pos` float32 [n_atoms, 3] (Å)
-    and `conformer` int8 [2] (its `ConformerMethod`, and 1 if the force field converged).
+    """A molecule as a point cloud: `z` int64 [n_atoms], `pos` float32 [n_atoms, 3] (Å),
+    `fragment` int64 [n_atoms] (each atom's covalent fragment, so that bonds perceived
+    from the geometry never join two fragments that the embedding placed on top of each
+    other) and `conformer` int8 [2] (its `ConformerMethod`, and 1 if the force field
+    converged). A given geometry is one fragment: its parts lie where they were measured.
 
     Data sets with geometries (QM9's DFT structures) use them as given; SMILES-only data
     sets get an ETKDG + MMFF94 conformer (`oodmol.data.featurize.conformers`), seeded.
@@ -27,7 +30,7 @@ class Graph3D(Featurizer):
 
     def params(self) -> dict:
         return {
-            "version": 1,
+            "version": 2,  # 2: the atoms' fragments
             "rdkit": rdkit.__version__,
             "conformers": "etkdgv3-random-coords/mmff94-uff",
             "seed": self.seed,
@@ -39,11 +42,13 @@ class Graph3D(Featurizer):
             return {
                 "z": np.asarray(mol.atomic_numbers, dtype=np.int64),
                 "pos": np.asarray(mol.coords, dtype=np.float32),
+                "fragment": np.zeros(len(mol.atomic_numbers), dtype=np.int64),
                 "conformer": np.array([ConformerMethod.GIVEN, 1], dtype=np.int8),
             }
         conformer = embed(mol.smiles, self.seed, self.max_iterations)
         return {
             "z": conformer.atomic_numbers,
             "pos": conformer.positions,
+            "fragment": conformer.fragment,
             "conformer": np.array([conformer.method, conformer.converged], dtype=np.int8),
         }
