@@ -36,6 +36,7 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         bootstrap_seed=cfg.seed if bootstrap else None,
         max_molecules=cfg.get("max_molecules"),
         seed=cfg.seed,
+        holdout=cfg.protocol.holdout,
     )
 
 

@@ -68,6 +68,7 @@ class MoleculeDataModule(L.LightningDataModule):
         bootstrap_seed: int | None = None,
         max_molecules: int | None = None,
         seed: int = 0,
+        holdout: bool = True,
     ) -> None:
         super().__init__()
         self.task = task
@@ -82,6 +83,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self.bootstrap_seed = bootstrap_seed
         self.max_molecules = _checked_max_molecules(max_molecules)
         self.seed = seed
+        self.holdout = holdout
         self.resume_position: dict[str, int] | None = None
         self.set_ids: dict[str, np.ndarray] = {}
         self.data: TaskData | None = None
@@ -131,12 +133,18 @@ class MoleculeDataModule(L.LightningDataModule):
 
     def _select_molecules(self, store: FeatureStore) -> dict:
         """The molecules of each set this run uses (`set_ids`); returns what was left
-        out because the featuriser failed on it, per set, with examples."""
+        out because the featuriser failed on it, per set, with examples. Without a
+        `holdout`, the validation molecules train too (BOOM's protocol: the whole pool
+        but the test sets) and the run has no validation set."""
         failed = store.failed
         failed_ids = np.fromiter(failed, dtype=np.int64, count=len(failed))
         left_out: dict = {}
+        sets = dict(self.split.sets)
+        if not self.holdout:
+            sets["train"] = np.sort(np.concatenate([sets["train"], sets["val"]]))
+            sets["val"] = sets["val"][:0]
         for name in SETS:
-            ids = self.split.sets[name]
+            ids = sets[name]
             missing = np.isin(ids, failed_ids)
             if missing.any():
                 left_out[name] = int(missing.sum())
@@ -163,7 +171,8 @@ class MoleculeDataModule(L.LightningDataModule):
         """Every set still has molecules after those without features are left out;
         otherwise the run would stop mid-way or score nothing."""
         sizes = {name: len(ids) for name, ids in self.set_ids.items()}
-        if not empty_sets(sizes):
+        empty = [name for name in empty_sets(sizes) if self.holdout or name != "val"]
+        if not empty:
             return
         planned = self.split.sizes()
         shown = ", ".join(f"{name} {n}" for name, n in planned.items())
@@ -233,11 +242,16 @@ class MoleculeDataModule(L.LightningDataModule):
             self.resume_position = None
         return loader
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("val")
-
     def test_dataloader(self) -> list[DataLoader]:
-        return [self._loader(name) for name in PREDICTED_SETS]
+        return [self._loader(name) for name in self.predicted_sets()]
+
+    def predicted_sets(self) -> list[str]:
+        """The sets a run's test predicts, in its loaders' order: ID, OOD and, where
+        the run holds one out, validation."""
+        return [name for name in PREDICTED_SETS if len(self.set_ids[name])]
+
+    def val_dataloader(self) -> DataLoader | list:
+        return self._loader("val") if len(self.set_ids["val"]) else []
 
     def state_dict(self) -> dict[str, dict[str, int]]:
         """How far training got: the epoch, and the batches of it already trained."""

@@ -13,7 +13,7 @@ from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from omegaconf import OmegaConf
 
 from oodmol.comparability import data_flags, ordered
-from oodmol.data.datamodule import PREDICTED_SETS, TEST_SETS
+from oodmol.data.datamodule import TEST_SETS
 from oodmol.predictions import SetPredictions, std_columns
 from oodmol.results import write_results
 
@@ -53,7 +53,7 @@ class TestEvaluation(L.Callback):
         self.facts.update(facts)
 
     def on_test_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.outputs = {i: [] for i in range(len(PREDICTED_SETS))}
+        self.outputs = {i: [] for i in range(len(trainer.datamodule.predicted_sets()))}
 
     def on_test_batch_end(
         self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx: int = 0
@@ -63,7 +63,7 @@ class TestEvaluation(L.Callback):
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         dm = trainer.datamodule
         sets = {}
-        for i, name in enumerate(PREDICTED_SETS):
+        for i, name in enumerate(dm.predicted_sets()):
             index, pred, variances = self._gathered(pl_module, self.outputs[i])
             expected = len(dm.mol_ids(name))
             if len(index) != expected or not np.array_equal(index, np.arange(expected)):

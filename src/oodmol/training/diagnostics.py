@@ -44,7 +44,7 @@ class OODTrajectory(L.Callback):
         self.rows = [tuple(row) for row in state_dict.get("rows", [])]
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        loaders = trainer.datamodule.test_dataloader()  # id, ood, then val
+        loaders = trainer.datamodule.test_dataloader()  # id, ood, then val where held out
         errors = [_rmse(trainer, pl_module, loaders[i]) for i, _ in enumerate(TEST_SETS)]
         self.rows = [r for r in self.rows if r[0] < trainer.current_epoch]
         self.rows.append((trainer.current_epoch, *errors))

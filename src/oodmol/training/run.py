@@ -164,9 +164,30 @@ class RunCallbacks:
         return {
             "config_key": self.key,
             "train_seconds": self.record.train_seconds,
-            "training": {**self.record.summary(), **budget, "tested": _tested(trainer)},
+            "training": {
+                **self.record.summary(),
+                **budget,
+                "protocol": self.cfg.protocol.name,
+                **self._tested(trainer),
+            },
             "flags": [SHORTENED] if shortened else [],
         }
+
+    def _tested(self, trainer: L.Trainer) -> dict:
+        """Which checkpoint the test scores, its epoch, and whether that epoch was also
+        the best by validation loss or the last (both can hold)."""
+        selecting = _checkpoint_callback(trainer)
+        last_epoch = trainer.current_epoch - 1
+        if selecting is None or not selecting.best_model_path:
+            best = self.record.best_epoch("val_loss", "min")
+            return {
+                "tested": "last",
+                "tested_epoch": last_epoch,
+                "tested_is_best": best is not None and best["epoch"] == last_epoch,
+            }
+        best = self.record.best_epoch(selecting.monitor, selecting.mode)
+        epoch = best["epoch"] if best else None
+        return {"tested": "best", "tested_epoch": epoch, "tested_is_last": epoch == last_epoch}
 
     def _budget(self, trainer: L.Trainer) -> dict:
         early = any(isinstance(c, EarlyStopping) and c.stopped_epoch > 0 for c in trainer.callbacks)
@@ -239,10 +260,6 @@ def _checkpoint_callback(trainer: L.Trainer) -> ModelCheckpoint | None:
 def _best_checkpoint(trainer: L.Trainer) -> str | None:
     selecting = _checkpoint_callback(trainer)
     return (selecting.best_model_path or None) if selecting else None
-
-
-def _tested(trainer: L.Trainer) -> str:
-    return "best" if _best_checkpoint(trainer) else "last"
 
 
 def _command_line() -> tuple[list[str], str | None]:
