@@ -171,7 +171,8 @@ def distance_correlation_test(
 
 def id_ood_points(summary: pd.DataFrame) -> pd.DataFrame:
     """Seed means of full-run models: benchmark, model, id (R²), ood (binned R²)."""
-    r2 = summary[(summary["metric"] == "r2") & [not flags(m) for m in summary["model"]]]
+    full = summary["model"].map(lambda m: not flags(m))
+    r2 = summary[(summary["metric"] == "r2") & full]
     points = r2.pivot_table(index=["benchmark", "model"], columns="set", values="mean")
     points = points.rename(columns={"ID": "id", "OOD": "ood"}).reset_index()
     if "id" not in points or "ood" not in points:

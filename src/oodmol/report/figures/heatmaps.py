@@ -28,13 +28,14 @@ def _figure(n_rows: int, n_columns: int, panels: int = 1) -> Figure:
 
 
 def _draw(ax, values: pd.DataFrame, norm: Normalize, cmap: str, fmt: str) -> object:
-    """One annotated heatmap of a rows × columns frame; NaN cells stay blank, and paper
-    rows get italic labels."""
+    """One annotated heatmap of a rows × columns frame; NaN cells stay blank, numbers are
+    white on dark cells and black on light ones, and paper rows get italic labels."""
     data = values.to_numpy(dtype=float)
     image = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, norm=norm, aspect="auto")
     for (i, j), value in np.ndenumerate(data):
         if np.isfinite(value):
-            dark = norm(np.clip(value, norm.vmin, norm.vmax)) < 0.45
+            red, green, blue, _ = image.cmap(norm(np.clip(value, norm.vmin, norm.vmax)))
+            dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5  # the cell's luminance
             ax.text(
                 j,
                 i,
