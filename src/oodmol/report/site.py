@@ -355,7 +355,7 @@ def build_site(runs: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[Pat
         task_pages=_pages(sorted(runs["benchmark"].unique()), "task"),
         model_pages=_pages(sorted(runs["model"].unique()), "model"),
     )
-    web_tables.ratio_columns(comparison).to_csv(out / "paper_comparison.csv", index=False)
+    web_tables.paper_rows(comparison).to_csv(out / "paper_comparison.csv", index=False)
     pages = {STATISTICS: statistics_page(report)}
     pages.update({page: task_page(report, b) for b, page in report.task_pages.items()})
     pages.update({page: model_page(report, m) for m, page in report.model_pages.items()})

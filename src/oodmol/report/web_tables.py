@@ -242,8 +242,8 @@ def representation_table(ours: pd.DataFrame, task_href: Callable[[str], str]) ->
     return table
 
 
-def ratio_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """The comparison rows that have a paper number (for the CSV of the comparison)."""
+def paper_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The comparison rows that have a paper number: paper_comparison.csv."""
     keep = [
         *GROUP,
         "metric",
