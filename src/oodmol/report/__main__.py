@@ -1,4 +1,4 @@
-"""CLI: collect runs below a folder and write the leaderboard tables and heatmap."""
+"""CLI: collect runs below a folder; write the leaderboard tables, figures and web site."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from oodmol.report.collect import collect_runs
-from oodmol.report.figures import ood_heatmap
+from oodmol.report.figures import save_figure
+from oodmol.report.figures.heatmaps import ood_heatmap
+from oodmol.report.site import build_site
 from oodmol.report.tables import label_benchmarks, summarize, write_tables
 from oodmol.report.uq_tables import write_uq_tables
 
@@ -40,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     runs.to_csv(args.out / "runs.csv", index=False)
     written = [args.out / "runs.csv", *write_tables(summary, args.out)]
     written += write_uq_tables(runs, args.out)
-    ood_heatmap(summary, args.out / "heatmap.png")
-    written.append(args.out / "heatmap.png")
+    written += save_figure(ood_heatmap(summary), args.out / "heatmap")
+    written += build_site(runs, summary, args.out)
     print(f"read {len(runs)} run(s); wrote " + ", ".join(str(p) for p in written))
     return 0
 

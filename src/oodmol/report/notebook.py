@@ -19,28 +19,31 @@ from matplotlib.lines import Line2D
 # The colours of each run's own parity.png (BOOM's): OOD blue, ID orange.
 SET_COLOURS = {"id": "tab:orange", "ood": "tab:blue"}
 MARKERS = "osD^vP*Xh<>p"
+# columns of predictions.csv that only some runs have (σ only where the run has one)
+OPTIONAL = ("mol_id", "y_std")
 
 
 def read_predictions(runs: pd.DataFrame) -> pd.DataFrame:
     """The ID and OOD rows of the predictions.csv beside each run's metrics.json, with
     the run's benchmark, model (leaderboard label) and seed.
 
-    `runs` comes from `label_benchmarks`. A run without the file is left out with a
+    `mol_id` and the run's σ (`y_std`) come along where the file has them (NaN
+    otherwise). `runs` comes from `label_benchmarks`. A run without the file is left out with a
     warning naming it, so that a figure never silently shows fewer runs than the tables.
     """
-    columns = ["benchmark", "model", "seed", "set", "y_true", "y_pred"]
+    columns = ["benchmark", "model", "seed", "set", "mol_id", "y_true", "y_pred", "y_std"]
     frames = []
     for run in runs[["path", "benchmark", "model", "seed"]].itertuples(index=False):
         file = Path(run.path).with_name("predictions.csv")
         if not file.is_file():
             warnings.warn(f"{file} is missing: run left out of the parity plots", stacklevel=2)
             continue
-        frame = pd.read_csv(file, usecols=["set", "y_true", "y_pred"])
+        frame = pd.read_csv(file, usecols=lambda c: c in OPTIONAL or c in columns)
         frame = frame[frame["set"].isin(list(SET_COLOURS))]
         frames.append(frame.assign(benchmark=run.benchmark, model=run.model, seed=run.seed))
     if not frames:
         return pd.DataFrame(columns=columns)
-    return pd.concat(frames, ignore_index=True)[columns]
+    return pd.concat(frames, ignore_index=True).reindex(columns=columns)
 
 
 def parity_grid(predictions: pd.DataFrame) -> Figure:

@@ -126,19 +126,19 @@ def markdown_table(summary: pd.DataFrame, table: MetricTable) -> str:
     return "\n".join(lines)
 
 
-def _flags(label: str) -> list[str]:
+def flags(label: str) -> list[str]:
     """The flags in a leaderboard label ("mlp [subset, shortened] @1a2b3c4d")."""
     found = FLAGS_IN_LABEL.search(label)
     return found.group(1).split(", ") if found else []
 
 
 def _flagged(label: str) -> bool:
-    return bool(_flags(label))
+    return bool(flags(label))
 
 
 def _flag_legend(models: list[str]) -> list[str]:
     """One line per flag that a column of this table carries."""
-    used = {flag for model in models for flag in _flags(model)}
+    used = {flag for model in models for flag in flags(model)}
     return [f"[{flag}]: {MEANINGS[flag]}." for flag in ordered(used) if flag in MEANINGS]
 
 
