@@ -31,13 +31,20 @@ def _metrics(model: str, task: str, seed: int) -> dict:
         "seed": seed,
         "split_hash": f"{task}-hash",
         "config_key": f"{model}-key",
-        "id": {"n": 3, "rmse": 0.1 + seed / 100, "mae": 0.1, "r2": id_r2(model, task, seed)},
+        "id": {
+            "n": 3,
+            "rmse": 0.1 + seed / 100,
+            "mae": 0.1,
+            "r2": id_r2(model, task, seed),
+            "pearson_r2": id_r2(model, task, seed),
+        },
         "ood": {
             "n": 2,
             "rmse": 0.3 + seed / 100,
             "mae": 0.3,
             "r2": 0.2,
             "binned_r2": ood_binned_r2(model, task, seed),
+            "binned_pearson_r2": ood_binned_r2(model, task, seed),
         },
     }
 
@@ -97,6 +104,7 @@ def _site_metrics(model: str, task: str, seed: int) -> dict:
             "rmse": 0.1 + 0.03 * m + 0.01 * seed + 0.2 * t,
             "mae": 0.1,
             "r2": 0.95 - 0.05 * m - 0.01 * seed - 0.02 * t,
+            "pearson_r2": 0.95 - 0.05 * m - 0.01 * seed - 0.02 * t,
         },
         "ood": {
             "n": 8,
@@ -104,6 +112,7 @@ def _site_metrics(model: str, task: str, seed: int) -> dict:
             "mae": 0.3,
             "r2": 0.2,
             "binned_r2": 0.05 + 0.12 * m - 0.03 * seed - 0.1 * t + 0.01 * (m * seed % 3),
+            "binned_pearson_r2": 0.05 + 0.12 * m - 0.03 * seed - 0.1 * t + 0.01 * (m * seed % 3),
         },
     }
 

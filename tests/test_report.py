@@ -42,7 +42,14 @@ def _record(model, task, seed, split_hash="abc123def456"):
         "split_hash": split_hash,
         "n_params": 10,
         "train_seconds": 1.0,
-        "id": {"n": 5, "rmse": id_rmse, "mae": 0.0, "r2": id_r2, "spearman": 0.5},
+        "id": {
+            "n": 5,
+            "rmse": id_rmse,
+            "mae": 0.0,
+            "r2": id_r2,
+            "pearson_r2": id_r2,
+            "spearman": 0.5,
+        },
         "ood": {
             "n": 5,
             "rmse": ood_rmse,
@@ -50,6 +57,7 @@ def _record(model, task, seed, split_hash="abc123def456"):
             "r2": 0.1,
             "spearman": 0.5,
             "binned_r2": ood_r2,
+            "binned_pearson_r2": ood_r2,
             "r2_low": 0.0,
             "r2_high": 0.0,
         },
@@ -107,7 +115,7 @@ def test_rmse_markdown_has_mean_std_and_bold_best(report):
     assert "ddof=1" in md and "n=1 only the mean" in md
 
 
-def test_r2_table_uses_plain_r2_for_id_and_binned_r2_for_ood(report):
+def test_r2_table_uses_booms_r2_for_id_and_binned_r2_for_ood(report):
     _, out, _ = report
     md = (out / "r2.md").read_text()
     assert _md_row(md, "csd10k_density", "ID") == (
@@ -127,7 +135,7 @@ def test_csv_tables_and_runs(report):
     assert cell["n_seeds"] == 3
     r2 = pd.read_csv(out / "r2.csv").set_index(["benchmark", "model", "set"])
     cell = r2.loc[("qm9_gap", "gnn", "OOD")]
-    assert cell["source"] == "ood.binned_r2"
+    assert cell["source"] == "ood.binned_pearson_r2"
     assert (cell["mean"], cell["std"], cell["n_seeds"]) == pytest.approx((0.6, 0.02**0.5, 2))
     runs = pd.read_csv(out / "runs.csv")
     assert len(runs) == 12

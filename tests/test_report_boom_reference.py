@@ -83,8 +83,8 @@ def _runs() -> pd.DataFrame:
                 "seed": seed,
                 "id.rmse": 0.02 + 0.01 * seed,
                 "ood.rmse": 0.3,
-                "id.r2": 0.9,
-                "ood.binned_r2": 0.2,
+                "id.pearson_r2": 0.9,
+                "ood.binned_pearson_r2": 0.2,
             }
         )
     return label_benchmarks(pd.DataFrame(rows))[0]

@@ -20,6 +20,7 @@ from report_helpers import SITE_MODELS, SITE_SEEDS, SITE_TASKS, write_site_runs
 from scipy.stats import kruskal
 
 from oodmol.report.boom_reference import boom_paper
+from oodmol.report.statistics import SCORE
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -150,7 +151,7 @@ def test_statistics_agree_with_scipy_on_the_runs(site: Path) -> None:
     for task in SITE_TASKS:
         part = full[full["task"] == task]
         samples = [
-            part.loc[part["model_name"].map(groups) == g, "ood.binned_r2"]
+            part.loc[part["model_name"].map(groups) == g, SCORE]
             for g in ("3D", "graph", "descriptors")
         ]
         assert table.loc[task, "p"] == pytest.approx(kruskal(*samples).pvalue)

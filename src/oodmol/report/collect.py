@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+from oodmol.eval.metrics import binned_r2, pearson_r2
 
 # Identity of a run; two files with the same identity are the same run recorded twice.
 # "model" is the leaderboard label, which names the uq method and the flags (see
@@ -25,8 +28,11 @@ import pandas as pd
 RUN_KEY = ("task", "split", "split_hash", "model", "config_key", "seed")
 # Methods that are the model itself: no uq method, or the model's own σ (forest spread).
 PLAIN_METHODS = ("none", "native")
-# The metrics the tables need: section -> metric names (the value may be null = NaN).
+# The metrics every run must record: section -> metric names (the value may be null = NaN).
 REQUIRED_METRICS = {"id": ("rmse", "r2"), "ood": ("rmse", "binned_r2")}
+# BOOM's R² (squared Pearson): recorded since it was found to be BOOM's; older runs get it
+# from their predictions.csv
+BOOM_R2 = {"id.pearson_r2": "id", "ood.binned_pearson_r2": "ood"}
 
 
 @dataclass
@@ -138,7 +144,27 @@ def collect_runs(runs_dir: str | Path) -> Collection:
     for section, names in REQUIRED_METRICS.items():
         for name in names:
             runs[f"{section}.{name}"] = runs[f"{section}.{name}"].astype(float)
-    return Collection(runs=runs, skipped=skipped)
+    return Collection(runs=_with_boom_r2(runs), skipped=skipped)
+
+
+def _with_boom_r2(runs: pd.DataFrame) -> pd.DataFrame:
+    """BOOM's R² for every run: as recorded, else from the predictions.csv beside its
+    metrics.json and the training median it recorded, else NaN."""
+    for column in BOOM_R2:
+        runs[column] = runs[column].astype(float) if column in runs else np.nan
+    lacking = runs[list(BOOM_R2)].isna().any(axis=1)
+    for index in runs.index[lacking]:
+        folder = Path(runs.at[index, "path"]).parent
+        median = runs.at[index, "train_median"] if "train_median" in runs else np.nan
+        if not (folder / "predictions.csv").is_file() or not np.isfinite(median):
+            continue
+        predictions = pd.read_csv(folder / "predictions.csv")
+        test_id = predictions[predictions["set"] == "id"]
+        ood = predictions[predictions["set"] == "ood"]
+        runs.at[index, "id.pearson_r2"] = pearson_r2(test_id["y_true"], test_id["y_pred"])
+        tails = binned_r2(ood["y_true"], ood["y_pred"], float(median))
+        runs.at[index, "ood.binned_pearson_r2"] = tails["binned_pearson_r2"]
+    return runs
 
 
 def _label_configurations(runs: pd.DataFrame) -> pd.DataFrame:

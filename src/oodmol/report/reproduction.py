@@ -11,14 +11,11 @@ two OOD tails), not the coefficient of determination our leaderboard's R² colum
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from oodmol.eval.metrics import binned_r2, pearson_r2
 
 PROTOCOLS = ("boom", "default")
 WITHIN_SDS = 2.0
@@ -91,27 +88,6 @@ class PaperTables:
         return float(rows["value"].iloc[0]), float(rows["sd"].iloc[0])
 
 
-def with_boom_r2(runs: pd.DataFrame) -> pd.DataFrame:
-    """Fill BOOM's R² columns of runs recorded before they were metrics, from each run's
-    predictions.csv beside its metrics.json and the training median it recorded."""
-    runs = runs.copy()
-    for column in ("id.pearson_r2", "ood.binned_pearson_r2"):
-        if column not in runs:
-            runs[column] = np.nan
-    for index, run in runs.iterrows():
-        if np.isfinite(run["id.pearson_r2"]) and np.isfinite(run["ood.binned_pearson_r2"]):
-            continue
-        folder = Path(run["path"]).parent
-        predictions = pd.read_csv(folder / "predictions.csv")
-        median = json.loads((folder / "metrics.json").read_text())["train_median"]
-        test_id = predictions[predictions["set"] == "id"]
-        ood = predictions[predictions["set"] == "ood"]
-        runs.loc[index, "id.pearson_r2"] = pearson_r2(test_id["y_true"], test_id["y_pred"])
-        tails = binned_r2(ood["y_true"], ood["y_pred"], median)
-        runs.loc[index, "ood.binned_pearson_r2"] = tails["binned_pearson_r2"]
-    return runs
-
-
 def within_spread(ours: float, paper: float, paper_sd: float) -> tuple[float, bool | None]:
     """(z, within): our mean's distance from BOOM's in BOOM's seed sds, and whether it is
     at most `WITHIN_SDS`; (NaN, None) where either value or the spread is unknown."""
@@ -125,7 +101,6 @@ def reproduction_table(runs: pd.DataFrame, paper: PaperTables) -> pd.DataFrame:
     """The long table from matched runs (columns `model_name`, `task`, `protocol`, `seed`
     and the metric columns): one row per model, task, set and metric."""
     rows = []
-    runs = with_boom_r2(runs)
     for (model, task), group in runs.groupby(["model_name", "task"], sort=True):
         for (set_name, metric), column in METRIC_COLUMNS.items():
             row = {"model": model, "task": task, "set": set_name, "metric": metric}

@@ -34,7 +34,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, WhiteK
 from oodmol.report.representation import ORDER, UNKNOWN, representation
 from oodmol.report.tables import flags
 
-SCORE = "ood.binned_r2"
+SCORE = "ood.binned_pearson_r2"  # BOOM's OOD score (squared Pearson, binned)
 ALL_TASKS = "all tasks"
 
 
