@@ -15,39 +15,24 @@ from oodmol.report.reproduction import PaperTables, reproduction_table, within_s
 
 
 @pytest.fixture
-def paper(tmp_path):
-    """BOOM's tables, cut down to the rows the tests need, in the paper's CSV layout."""
-    pd.DataFrame(
-        [
-            ["MLP", "SMILES", "ID", "csd10k_density", 0.05],
-            ["MLP", "SMILES", "OOD", "csd10k_density", 0.09],
-        ],
-        columns=["model", "representation", "set", "task", "rmse"],
-    ).to_csv(tmp_path / "table7_rmse.csv", index=False)
-    pd.DataFrame(
-        [["MLP", "ID", "lipophilicity", 0.866, 0.09], ["MLP", "OOD", "lipophilicity", 2.041, 0.2]],
-        columns=["model", "set", "task", "rmse", "rmse_std"],
-    ).to_csv(tmp_path / "table9_lipophilicity_rmse.csv", index=False)
-    r2 = [
-        ["MLP No", "Bias", "ID", "csd10k_density", 0.9],
-        ["MLP No", "Bias", "OOD", "csd10k_density", 0.2],
+def paper() -> PaperTables:
+    """BOOM's values for the tests' model and tasks, in PaperTables' long layout."""
+    rows = [
+        ("mlp", "ID", "lipophilicity", "rmse", 0.866, 0.09),
+        ("mlp", "OOD", "lipophilicity", "rmse", 2.041, 0.2),
+        ("mlp", "OOD", "csd10k_density", "rmse", 0.09, math.nan),
     ]
-    pd.DataFrame(r2, columns=["model", "group", "set", "task", "r2"]).to_csv(
-        tmp_path / "table5_r2.csv", index=False
-    )
-    sd = [[*row[:4], 0.01] for row in r2]
-    pd.DataFrame(sd, columns=["model", "group", "set", "task", "r2_std"]).to_csv(
-        tmp_path / "table6_r2_std.csv", index=False
-    )
-    return PaperTables.read(tmp_path)
+    columns = ["model", "set", "task", "metric", "value", "sd"]
+    return PaperTables(pd.DataFrame(rows, columns=columns))
 
 
-def test_paper_tables_read_names_and_spreads(paper: PaperTables) -> None:
+def test_shipped_tables_hold_table9_spreads_and_table5_6_r2() -> None:
+    paper = PaperTables.shipped()
     assert paper.lookup("mlp", "OOD", "lipophilicity", "rmse") == (2.041, 0.2)
     value, sd = paper.lookup("mlp", "OOD", "csd10k_density", "rmse")
-    assert value == 0.09 and math.isnan(sd)  # Table 7 publishes no spread
-    assert paper.lookup("mlp", "ID", "csd10k_density", "r2") == (0.9, 0.01)  # "MLP No"
-    assert all(math.isnan(v) for v in paper.lookup("egnn", "ID", "csd10k_density", "r2"))
+    assert value == 0.0941 and math.isnan(sd)  # Table 7 publishes no spread
+    assert paper.lookup("rf", "ID", "csd10k_density", "r2") == (0.912, 0.002)
+    assert all(math.isnan(v) for v in paper.lookup("rf", "ID", "lipophilicity", "r2"))
 
 
 def test_within_spread_known_answers() -> None:
@@ -96,7 +81,7 @@ def test_reproduction_table_known_answers(paper: PaperTables) -> None:
 
 
 @pytest.mark.slow
-def test_reproduce_trains_what_is_missing_then_reuses_it(tmp_path, paper) -> None:
+def test_reproduce_trains_what_is_missing_then_reuses_it(tmp_path) -> None:
     task = TinyTask.create(tmp_path)
     try:
         runs = tmp_path / "runs"
@@ -108,7 +93,6 @@ def test_reproduce_trains_what_is_missing_then_reuses_it(tmp_path, paper) -> Non
             "--models=mlp",
             "--tasks=csv",
             "--protocols=boom,default",
-            f"--paper={tmp_path}",
             *task.task_args()[1:],
             *MLP[1:],
             *QUIET,

@@ -13,7 +13,6 @@ issue that asked for this table allows on a CPU.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from oodmol.config import compose_config, config_dir
+from oodmol.config import compose_config
 from oodmol.report.collect import collect_runs
 from oodmol.report.reproduction import PaperTables, reproduction_table, to_markdown
 from oodmol.training.identity import config_key
@@ -31,7 +30,6 @@ MODELS = ("rf", "mlp", "chemprop", "tgnn", "ignn", "egnn")
 TASKS = ("csd10k_density", "csd10k_hof", "lipophilicity")
 TASKS_3D = ("csd10k_density", "csd10k_hof")
 POINT_CLOUD = "oodmol.data.features.PointCloudFeatures"
-PAPER_ENV = "OODMOL_PAPER_DIR"
 
 
 @dataclass(frozen=True)
@@ -115,14 +113,6 @@ def train(cell: Cell, runs_dir: Path) -> int:
     return subprocess.run(command, check=False).returncode
 
 
-def default_paper_dir() -> Path | None:
-    """BOOM's tables: $OODMOL_PAPER_DIR, else ../shared/boom_paper beside the checkout."""
-    if os.environ.get(PAPER_ENV):
-        return Path(os.environ[PAPER_ENV])
-    beside = config_dir().parents[1] / "shared" / "boom_paper"
-    return beside if beside.is_dir() else None
-
-
 def _list(text: str, kind: type = str) -> list:
     return [kind(item) for item in text.split(",") if item]
 
@@ -138,16 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--seeds-3d", default="0")
     parser.add_argument("--protocols", default="boom,default")
-    parser.add_argument("--paper", type=Path, default=None, help=f"BOOM's tables (${PAPER_ENV})")
     parser.add_argument(
         "train_overrides", nargs="*", help="passed to every training run (part of its key)"
     )
     args = parser.parse_intermixed_args(argv)
 
-    paper_dir = args.paper or default_paper_dir()
-    if paper_dir is None or not (paper_dir / "table7_rmse.csv").is_file():
-        print(f"error: BOOM's tables not found; pass --paper or set {PAPER_ENV}", file=sys.stderr)
-        return 2
     cells = plan(
         _list(args.models),
         _list(args.tasks),
@@ -169,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if runs.empty:
         print("error: no run of the plan found", file=sys.stderr)
         return 1
-    table = reproduction_table(runs, PaperTables.read(paper_dir))
+    table = reproduction_table(runs, PaperTables.shipped())
     markdown = to_markdown(table)
     print(markdown)
     if args.out:

@@ -6,37 +6,20 @@ seed spread (Table 6's R² sd on the ten BOOM tasks, Table 9's RMSE sd on Lipoph
 how many of BOOM's standard deviations ours lies from it (`z`) and whether that is within
 the band (|z| ≤ 2). Table 7's RMSEs carry no spread, so RMSE rows of those tasks say so
 instead of guessing one. R² is BOOM's: the squared Pearson correlation (binned over the
-two OOD tails), not the coefficient of determination our leaderboard's R² column holds.
+two OOD tails), as in the leaderboard (the coefficient of determination is `id.r2`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from oodmol.report.boom_reference import boom_paper
+
 PROTOCOLS = ("boom", "default")
 WITHIN_SDS = 2.0
-# this project's model names -> the names BOOM's tables print
-PAPER_NAMES = {
-    "rf": "Random Forest",
-    "mlp": "MLP",
-    "chemprop": "Chemprop",
-    "tgnn": "TGNN",
-    "ignn": "IGNN",
-    "egnn": "EGNN",
-    "et": "ET",
-    "mace": "MACE",
-    "gotennet": "GotenNet",
-    "graphormer3d": "Graphormer",
-    "geoformer": "Geoformer",
-    "chemberta": "ChemBERTa",
-    "modernbert": "ModernBERT",
-    "molformer": "MoLFormer",
-    "rt": "RT",
-}
 # (set, metric) -> our metrics.json column. BOOM's R² is the squared Pearson correlation
 # (`oodmol.eval.metrics.pearson_r2`), binned on the OOD set
 METRIC_COLUMNS = {
@@ -49,36 +32,37 @@ METRIC_COLUMNS = {
 
 @dataclass(frozen=True)
 class PaperTables:
-    """BOOM's published values, long format: model (paper name), set, task, metric,
-    value, sd (NaN where the paper gives no spread)."""
+    """BOOM's published values, long format: model (our name), set, task, metric, value,
+    sd (NaN where the paper gives no spread)."""
 
     values: pd.DataFrame
 
     @classmethod
-    def read(cls, folder: Path) -> PaperTables:
-        """Read Tables 7, 5, 6 and 9 from the CSVs in `folder` (see its README)."""
-        rmse = pd.read_csv(folder / "table7_rmse.csv").rename(columns={"rmse": "value"})
-        rmse["sd"] = np.nan
-        lipo = pd.read_csv(folder / "table9_lipophilicity_rmse.csv")
-        lipo = lipo.rename(columns={"rmse": "value", "rmse_std": "sd"})
-        r2 = pd.read_csv(folder / "table5_r2.csv").rename(columns={"r2": "value"})
-        r2_sd = pd.read_csv(folder / "table6_r2_std.csv").rename(columns={"r2_std": "sd"})
+    def shipped(cls) -> PaperTables:
+        """Tables 7, 5, 6 and 9 from the package's copy of the paper (`boom_paper`)."""
+        tables = boom_paper().tables
         keys = ["model", "set", "task"]
-        r2 = r2.merge(r2_sd[[*keys, "sd"]], on=keys, how="left")
-        # Tables 5 and 6 print the descriptor models as "<name> No" in the group "Bias"
-        # (the paper's "no inductive bias" column header, split when typed)
-        r2["model"] = r2["model"].str.removesuffix(" No")
-        rmse["metric"] = lipo["metric"] = "rmse"
-        r2["metric"] = "r2"
-        columns = ["model", "set", "task", "metric", "value", "sd"]
+        rmse = tables["table7"].rename(columns={"rmse": "value"}).assign(sd=np.nan)
+        lipo = tables["table9"].rename(columns={"rmse": "value", "rmse_std": "sd"})
+        r2 = tables["table5"].rename(columns={"r2": "value"})
+        r2 = r2.merge(tables["table6"][[*keys, "r2_std"]], on=keys, how="left")
+        r2 = r2.rename(columns={"r2_std": "sd"})
+        columns = [*keys, "metric", "value", "sd"]
         # Table 9 repeats Lipophilicity with its spread: it wins over a Table 7 row
-        values = pd.concat([lipo[columns], rmse[columns], r2[columns]], ignore_index=True)
-        return cls(values.drop_duplicates(["model", "set", "task", "metric"], keep="first"))
+        values = pd.concat(
+            [
+                lipo.assign(metric="rmse")[columns],
+                rmse.assign(metric="rmse")[columns],
+                r2.assign(metric="r2")[columns],
+            ],
+            ignore_index=True,
+        )
+        return cls(values.drop_duplicates([*keys, "metric"], keep="first"))
 
     def lookup(self, model: str, set_name: str, task: str, metric: str) -> tuple[float, float]:
-        """(value, sd) for our model name, NaN where the paper has none."""
+        """(value, sd), NaN where the paper has none."""
         rows = self.values[
-            (self.values["model"] == PAPER_NAMES.get(model, model))
+            (self.values["model"] == model)
             & (self.values["set"] == set_name)
             & (self.values["task"] == task)
             & (self.values["metric"] == metric)
