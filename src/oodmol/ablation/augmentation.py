@@ -40,7 +40,8 @@ def augmentation_table(rows: pd.DataFrame) -> pd.DataFrame:
     for (task, model), group in rows.groupby(["task", "model"], sort=True):
         sizes = group["n_holdout"].unique()
         if len(sizes) != 1:
-            raise ValueError(f"{task}/{model}: runs scored on hold-outs of sizes {sorted(sizes)}")
+            shown = sorted(sizes.tolist())
+            raise ValueError(f"{task}/{model}: runs scored on hold-outs of sizes {shown}")
         stats = group.groupby("n_augment")["ood_rmse"].agg(["count", "mean", "std"])
         if 0 not in stats.index:
             raise ValueError(f"{task}/{model}: no run with n_augment=0 to normalise by")

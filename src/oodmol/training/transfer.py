@@ -61,7 +61,7 @@ def load_matching(model: nn.Module, state: Mapping[str, torch.Tensor]) -> dict:
         elif name not in own:
             reason = "not in this model"
         elif own[name].shape != tensor.shape:
-            reason = f"shape {tuple(tensor.shape)} here {tuple(own[name].shape)}"
+            reason = "another shape here"
         else:
             own[name] = tensor.to(own[name].dtype)
             loaded.append(name)
@@ -72,7 +72,7 @@ def load_matching(model: nn.Module, state: Mapping[str, torch.Tensor]) -> dict:
     return {
         "loaded": len(loaded),
         "skipped": {reason: sorted(names) for reason, names in skipped.items()},
-        "not_in_checkpoint": fresh,
+        "kept_fresh": fresh,
     }
 
 
