@@ -51,8 +51,9 @@ def read_checkpoint(path: Path) -> dict:
 
 
 def load_matching(model: nn.Module, state: Mapping[str, torch.Tensor]) -> dict:
-    """Copy every tensor of `state` whose name and shape `model` has; what was loaded,
-    and each tensor skipped with why (by reason: names), as a JSON-ready record."""
+    """Copy every tensor of `state` whose name and shape `model` has; how many were
+    loaded, the others by why they were skipped, and this model's tensors that kept their
+    fresh initialisation (JSON-ready)."""
     own = model.state_dict()
     loaded, skipped = [], {}
     for name, tensor in state.items():
@@ -136,5 +137,15 @@ def apply_transfer(
     record["trainable_values"] = int(sum(p.numel() for p in model.parameters())) - int(
         record["frozen_values"]
     )
-    log.info("transfer: %s", record)
+    start = record["init_from"]
+    log.info(
+        "transfer: %s; frozen %d tensors (%d values), %d values trained",
+        "no init_from"
+        if start is None
+        else f"{start['loaded']} tensors from {start['path']} ({start['task']}), skipped "
+        + (", ".join(f"{len(v)} ({k})" for k, v in start["skipped"].items()) or "none"),
+        record["frozen_tensors"],
+        record["frozen_values"],
+        record["trainable_values"],
+    )
     return record
