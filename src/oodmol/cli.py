@@ -7,6 +7,7 @@ oodmol data     {export,prepare,card} <overrides>   data sets, splits, feature c
 oodmol report   <runs> --out <dir>     the leaderboard of a folder of runs
 oodmol reproduce <runs> [--run]        BOOM's numbers beside ours under both protocols
 oodmol uq       combine <members> --out <dir>       combine ensemble members
+oodmol ablation {transfer,augmentation} <runs> --out <dir>   BOOM's Figs. 5 and 7
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ HYDRA_APPS = {
     "predict": "oodmol.apps.predict",
 }
 TOOLS = {
+    "ablation": "oodmol.ablation.__main__",
     "data": "oodmol.data.__main__",
     "report": "oodmol.report.__main__",
     "reproduce": "oodmol.apps.reproduce",

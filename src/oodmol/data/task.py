@@ -54,11 +54,14 @@ def csv_task(
     description: str = "",
     name: str | None = None,
     checksum: str | None = None,
+    columns: list[str] | None = None,
 ) -> Task:
     """A BOOM-style task on a user's own CSV file, through the same validation.
 
     `checksum` (`sha256:<hex>`, configs/task/csv.yaml fills it in) is the content the
     run's configuration, and so its folder, was made for: a file changed since is refused.
+    `columns` reads more property columns into the data set (default: the target alone),
+    for a split ranked by another column (`split=ood_of split.property=<column>`).
     """
     if checksum is not None:
         actual = f"sha256:{file_digest(Path(path).expanduser(), 'sha256')}"
@@ -72,7 +75,7 @@ def csv_task(
         name=f"csv-{stem}",
         files=[path],
         smiles_column=smiles_column,
-        target_columns=[target_column],
+        target_columns=list(columns or [target_column]),
     )
     return Task(
         name=name or f"csv-{stem}-{target_column}",
@@ -161,11 +164,36 @@ def load_split(data: TaskData, splitter: Splitter, data_dir: Path) -> SplitAssig
             return split
         if problem is not None:
             log.warning("split file %s %s; recomputing it", path, problem)
-        split = splitter.split(data.table, data.task.target)
+        split = splitter.split(
+            _with_columns(data, splitter.columns(data.task.target)), data.task.target
+        )
         split.check_no_leakage(data.table)
         split.info.update({"task": data.task.name, "table_version": data.table.version})
         split.write(path)
     return split
+
+
+def _with_columns(data: TaskData, columns: tuple[str, ...]) -> MoleculeTable:
+    """The task's molecules with the data set's `columns` a splitter reads beside the
+    target (every one finite for every molecule of the task)."""
+    missing = [c for c in columns if c not in data.dataset.targets]
+    if missing:
+        raise KeyError(
+            f"split of task {data.task.name!r} reads {missing}, not columns of data set "
+            f"{data.dataset.name!r} (columns: {sorted(data.dataset.targets)})"
+        )
+    rows = data.dataset.rows_of(data.table.mol_id)
+    targets = {c: data.dataset.targets[c][rows] for c in columns}
+    for column, values in targets.items():
+        if not np.isfinite(values).all():
+            raise ValueError(
+                f"split of task {data.task.name!r}: column {column!r} is not finite for "
+                f"{int((~np.isfinite(values)).sum())} of the task's molecules"
+            )
+    table = data.table
+    return MoleculeTable(
+        table.name, table.mol_id, table.smiles, {**table.targets, **targets}, version=table.version
+    )
 
 
 def _read_split(path: Path) -> tuple[SplitAssignment | None, str | None]:

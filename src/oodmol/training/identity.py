@@ -57,6 +57,11 @@ TRAINER_EXECUTION_KEYS = frozenset(
 )
 # keys anywhere in the tree that hold a location, never a setting
 LOCATION_KEYS = frozenset({"dirpath", "output_dir", "save_dir"})
+# model settings every config has (configs/train.yaml) that change nothing at these
+# values: left out of the key then, so runs made before they existed keep their folders
+NEUTRAL_MODEL_SETTINGS = {"init_from": None, "freeze": []}
+# model settings that only name things (model.parts: names model.freeze may use)
+NAMING_MODEL_SETTINGS = ("parts",)
 # callbacks that only observe a run
 OBSERVER_CALLBACKS = frozenset({"test_evaluation", "ood_trajectory"})
 
@@ -79,9 +84,18 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     if isinstance(uq, dict) and "member" in uq:  # members share their run's configuration
         excluded.append((uq, "member"))
     excluded += _locations(tree)
+    model = tree.get("model")
+    if isinstance(model, dict):
+        excluded += [(model, k) for k, v in NEUTRAL_MODEL_SETTINGS.items() if model.get(k) == v]
+        excluded += [(model, k) for k in NAMING_MODEL_SETTINGS if k in model]
     for parent, key in excluded:
         parent[key] = PLACEHOLDER
     resolved = OmegaConf.to_container(OmegaConf.create(tree), resolve=True)
+    start = (resolved.get("model") or {}).get("init_from")
+    if (
+        isinstance(start, str) and start != PLACEHOLDER
+    ):  # starting weights are identified by content, not location
+        resolved["model"]["init_from"] = {"path": start, "checksum": file_checksum(start)}
     return _without_placeholders(resolved)
 
 

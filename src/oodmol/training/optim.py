@@ -49,12 +49,12 @@ def parameter_groups(
         raise ValueError(f"no_weight_decay: unknown {unknown}; known: {sorted(EXEMPTIONS)}")
     scales = dict(lr_scale or {})
     frozen = tuple(freeze)
-    _check_prefixes(model, [*scales, *frozen])
+    check_prefixes(model, [*scales, *frozen])
     groups: dict[tuple[bool, float], list[nn.Parameter]] = {}
     for module_name, module in model.named_modules():
         for name, parameter in module.named_parameters(recurse=False):
             path = f"{module_name}.{name}" if module_name else name
-            if _matches(path, frozen):
+            if under_prefix(path, frozen):
                 parameter.requires_grad_(False)
                 continue
             exempt = any(EXEMPTIONS[kind](module, name) for kind in no_weight_decay)
@@ -82,18 +82,18 @@ def build_optimizer(
     return factory(parameter_groups(model, base_lr, **settings))
 
 
-def _matches(path: str, prefixes: Iterable[str]) -> bool:
+def under_prefix(path: str, prefixes: Iterable[str]) -> bool:
     return any(path == p or path.startswith(p + ".") for p in prefixes)
 
 
 def _scale(path: str, scales: Mapping[str, float]) -> float:
-    matching = [p for p in scales if _matches(path, [p])]
+    matching = [p for p in scales if under_prefix(path, [p])]
     return float(scales[max(matching, key=len)]) if matching else 1.0
 
 
-def _check_prefixes(model: nn.Module, prefixes: Iterable[str]) -> None:
+def check_prefixes(model: nn.Module, prefixes: Iterable[str]) -> None:
     """Every prefix names a part of the model: a typo must not silently train it all."""
     paths = [name for name, _ in model.named_parameters()]
-    missing = [p for p in prefixes if not any(_matches(path, [p]) for path in paths)]
+    missing = [p for p in prefixes if not any(under_prefix(path, [p]) for path in paths)]
     if missing:
         raise ValueError(f"no parameter of the model is under {missing}")

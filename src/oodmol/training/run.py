@@ -17,7 +17,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from oodmol.comparability import SHORTENED, budget_overrides
 from oodmol.data.datamodule import MoleculeDataModule
@@ -40,6 +40,7 @@ from oodmol.training.run_folder import (
     RunFolderError,
     plan_run,
 )
+from oodmol.training.transfer import TransferError, apply_transfer
 
 log = logging.getLogger("oodmol.train")
 
@@ -67,6 +68,16 @@ def train(cfg: DictConfig) -> dict | float | None:
     dm.setup("fit")
     statistics = training_statistics(cfg, dm)
     model = build_model(cfg, statistics)
+    try:
+        run.transfer = apply_transfer(
+            model,
+            cfg.model.get("init_from"),
+            cfg.model.get("freeze"),
+            cfg.model.get("parts"),
+            OmegaConf.to_container(cfg.task, resolve=True),
+        )
+    except TransferError as error:
+        raise _stopped(f"[oodmol] {error}", 2) from None
     loggers = instantiate_group(cfg.logger)
     for logger in loggers:
         if isinstance(logger, Resumable):
@@ -108,6 +119,7 @@ class RunCallbacks:
             enable_version_counter=False,
         )
         self.record = TrainingRecord()
+        self.transfer: dict | None = None  # model.init_from / model.freeze, when used
         self.preemption = PreemptionCheckpoint(checkpoints / LAST_CHECKPOINT)
         self.overrides, self.debug = _command_line()
         self.run_entry = {
@@ -171,6 +183,7 @@ class RunCallbacks:
                 **self._tested(trainer),
             },
             "flags": [SHORTENED] if shortened else [],
+            **({"transfer": self.transfer} if self.transfer else {}),
         }
 
     def _tested(self, trainer: L.Trainer) -> dict:

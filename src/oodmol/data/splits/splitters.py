@@ -57,6 +57,10 @@ class Splitter(ABC):
             "seed": self.seed,
         }
 
+    def columns(self, target: str) -> tuple[str, ...]:
+        """The data set's columns the split reads (the task's target, unless it says)."""
+        return (target,)
+
     def split(self, table: MoleculeTable, target: str) -> SplitAssignment:
         order = np.argsort(table.mol_id, kind="stable")
         roles, info = self._roles(table.take(order), target)
@@ -106,15 +110,26 @@ class KDETailSplitter(Splitter):
 
     name = "kde_ood"
 
-    def __init__(self, *args, bandwidth: float | str = "scott", **kwargs) -> None:
+    def __init__(
+        self, *args, bandwidth: float | str = "scott", property: str | None = None, **kwargs
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.bandwidth = bandwidth
+        self.property = property
 
     def settings(self) -> dict:
-        return {**super().settings(), "bandwidth": self.bandwidth}
+        # `property` only where set: the split files of runs made before it existed stay
+        extra = {"property": self.property} if self.property else {}
+        return {**super().settings(), "bandwidth": self.bandwidth, **extra}
+
+    def columns(self, target: str) -> tuple[str, ...]:
+        """With `property`, the tail of another column of the data set (the split of
+        another task on the same molecules, e.g. for pretraining on one QM9 property
+        without the test molecules of another)."""
+        return (self.property or target,)
 
     def _roles(self, table: MoleculeTable, target: str) -> tuple[np.ndarray, dict]:
-        y = table.targets[target]
+        y = table.targets[self.columns(target)[0]]
         h = scott_bandwidth(len(y)) if self.bandwidth == "scott" else float(self.bandwidth)
         log_density = gaussian_kde_log_density(y, h)
         n_ood = resolve_size(self.ood_size, len(y))

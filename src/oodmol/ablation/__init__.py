@@ -1,0 +1,2 @@
+"""BOOM's ablations turned from runs into its figures (`oodmol ablation ...`): supervised
+pretraining (its Fig. 5) and OOD data augmentation (its Fig. 7)."""
