@@ -283,6 +283,11 @@ def test_failed_job_does_not_stop_the_multirun(runs: TinyTask) -> None:
     found = [metrics_of(p.parent) for p in (runs.root / "sweep").rglob("metrics.json")]
     statuses = sorted((m["status"], m.get("failure", {}).get("kind")) for m in found)
     assert statuses == [("complete", None), ("failed", "TrainingDiverged")]
+    # the sweep's last words name the failed job, whichever launcher ran it
+    summary = result.stdout[result.stdout.index("[oodmol] sweep ") :]
+    assert "2 jobs, 1 complete, 1 failed" in summary
+    assert "FAILED: model.module.optimizer.lr=1e+30\n" in summary
+    assert "reason: TrainingDiverged: training diverged at epoch 0" in summary
 
 
 def test_failed_trial_does_not_stop_the_search(runs: TinyTask) -> None:
