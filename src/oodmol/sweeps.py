@@ -29,6 +29,8 @@ SUBMITIT_DIR = ".submitit"
 
 @dataclass(frozen=True)
 class JobOutcome:
+    """How one job of a sweep ended, as its run folder tells."""
+
     folder: Path
     overrides: list[str]
     status: str  # complete | failed | interrupted | no result
@@ -68,10 +70,11 @@ def job_outcomes(sweep_dir: Path) -> list[JobOutcome]:
 
 
 def summary(sweep_dir: Path) -> str:
+    """One line of counts, then the overrides that set each unfinished job apart."""
     outcomes = job_outcomes(sweep_dir)
     counts = Counter(o.status for o in outcomes)
-    head = f"[oodmol] sweep {sweep_dir}: {len(outcomes)} jobs, " + ", ".join(
-        f"{n} {status}" for status, n in sorted(counts.items())
+    head = f"[oodmol] sweep {sweep_dir}: {len(outcomes)} jobs" + "".join(
+        f", {n} {status}" for status, n in sorted(counts.items())
     )
     shared = set.intersection(*(set(o.overrides) for o in outcomes)) if outcomes else set()
     lines = [head]
