@@ -230,6 +230,9 @@ def test_requeued_job_resumes_to_the_uninterrupted_predictions(slurm: TinyTask, 
     assert "results in" in second and "stopped by" not in second
 
     (folder,) = sweep_runs(slurm.root / way).values()
+    hint = first.split("Resume with:\n")[1].splitlines()[0].strip()  # by hand, without SLURM
+    assert hint.startswith("python train.py ")
+    assert hint.endswith(f"hydra.run.dir={folder} resume=true")
     training = metrics_of(folder)["training"]
     assert training["attempts"] == 2
     resumed = training["resumes"][1]
