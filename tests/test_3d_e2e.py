@@ -50,6 +50,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyTask]:
     task.result(first)
     for model in rest:
         task.submit(model, command(task, model))
+    boom = [*command(task, "egnn")[:-1], "protocol=boom", f"hydra.run.dir={task.root / 'boom'}"]
+    task.submit("egnn@boom", boom)
     yield task
     task.close()
 
@@ -65,3 +67,12 @@ def test_3d_model_trains_and_scores_id_and_ood(tiny, model):
     assert sorted(predictions["set"].unique()) == ["id", "ood"]
     assert predictions["y_pred"].notna().all()
     assert len(list((tiny.data_dir / "features").glob("*-graph3d-*.lmdb"))) == 1
+
+
+def test_3d_model_trains_under_boom_protocol_without_a_validation_set(tiny):
+    tiny.result("egnn@boom").ok()
+    default = json.loads((tiny.root / "egnn" / "metrics.json").read_text())
+    boom = json.loads((tiny.root / "boom" / "metrics.json").read_text())
+    ours, theirs = default["data"]["sizes_used"], boom["data"]["sizes_used"]
+    assert theirs["val"] == 0 and theirs["train"] == ours["train"] + ours["val"]
+    assert boom["training"]["tested"] == "last"

@@ -44,6 +44,16 @@ def test_graph_batches_without_targets_count_their_molecules(featurizer, batch_t
     )
 
 
+@pytest.mark.parametrize(
+    "batch_type, fields",
+    [(GraphBatch, {}), (PointCloudBatch, {"atom_fields": ("z", "pos"), "edge_fields": ()})],
+)
+def test_an_empty_graph_set_is_a_set_of_no_molecules(batch_type, fields) -> None:
+    # protocol=boom has no validation molecules: its set must exist, and be empty
+    dataset = GraphSet([], np.zeros(0), batch_type, **fields)
+    assert len(dataset) == 0
+
+
 def test_model_predicts_a_batch_without_targets() -> None:
     module = build_model(compose_config("train", ["model=mlp"]), {"backbone.in_dim": 3})
     batch = VectorBatch(x=torch.randn(5, 3), index=torch.arange(5))

@@ -6,7 +6,12 @@ import warnings
 import numpy as np
 import pytest
 
-from oodmol.eval.metrics import binned_r2, check_finite_predictions, regression_metrics
+from oodmol.eval.metrics import (
+    binned_r2,
+    check_finite_predictions,
+    pearson_r2,
+    regression_metrics,
+)
 
 
 def test_regression_metrics_hand_example():
@@ -19,6 +24,17 @@ def test_regression_metrics_hand_example():
     assert m["mae"] == pytest.approx(1.0)
     assert m["r2"] == pytest.approx(-0.2)
     assert m["spearman"] == pytest.approx(0.8)
+    # means 2.5 and 3; cov = 3 + 0 - 0.5 + 4.5 = 7; SS = 5 and 14 -> r² = 49 / 70
+    assert m["pearson_r2"] == pytest.approx(0.7)
+
+
+def test_pearson_r2_is_blind_to_bias_and_scale_as_boom_is():
+    # ŷ = 2y + 10: a perfect correlation, a terrible fit (SSE = 121 + 144 + 169, SS_tot = 2)
+    y = [1, 2, 3]
+    biased = [12, 14, 16]
+    assert pearson_r2(y, biased) == pytest.approx(1.0)
+    assert regression_metrics(y, biased)["r2"] == pytest.approx(1 - 434 / 2)
+    assert math.isnan(pearson_r2(y, [5, 5, 5]))  # constant prediction: undefined
 
 
 def test_binned_r2_hand_example_with_median_value_in_high_tail():
@@ -30,6 +46,9 @@ def test_binned_r2_hand_example_with_median_value_in_high_tail():
     assert out["r2_low"] == pytest.approx(0.0)
     assert out["r2_high"] == pytest.approx(0.6)
     assert out["binned_r2"] == pytest.approx(0.3)
+    # Pearson: the low tail's prediction is constant (undefined, left out); high tail:
+    # means 4.5 and 4.5, cov = 0.25 + 2.25 + 0.75 + 0.75 = 4, SS = 5 and 5 -> r² = 0.64
+    assert out["binned_pearson_r2"] == pytest.approx(0.64)
 
 
 def test_binned_r2_excludes_single_molecule_tail():

@@ -5,6 +5,7 @@ oodmol evaluate <overrides>            score a checkpoint or a predictions file
 oodmol predict  ckpt_path=... input=... out=...   predict new molecules
 oodmol data     {export,prepare,card} <overrides>   data sets, splits, feature caches
 oodmol report   <runs> --out <dir>     the leaderboard of a folder of runs
+oodmol reproduce <runs> [--run]        BOOM's numbers beside ours under both protocols
 oodmol uq       combine <members> --out <dir>       combine ensemble members
 """
 
@@ -25,6 +26,7 @@ HYDRA_APPS = {
 TOOLS = {
     "data": "oodmol.data.__main__",
     "report": "oodmol.report.__main__",
+    "reproduce": "oodmol.apps.reproduce",
     "uq": "oodmol.uq.__main__",
 }
 

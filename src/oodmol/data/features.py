@@ -190,6 +190,8 @@ class GraphSet(Dataset):
             return torch.as_tensor(np.concatenate([[0], np.cumsum(counts)]), dtype=torch.int64)
 
         def cat(field: str, axis: int = 0) -> torch.Tensor:
+            if not graphs:  # an empty set (protocol=boom's validation set): never indexed
+                return torch.empty(0)
             return torch.from_numpy(np.concatenate([g[field] for g in graphs], axis))
 
         self.has_edges = bool(graphs) and "edge_index" in graphs[0]

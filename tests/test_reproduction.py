@@ -1,0 +1,133 @@
+"""`oodmol reproduce`: our runs under both protocols beside BOOM's published numbers,
+with known answers for the table and an end-to-end run that trains what is missing and
+reuses it afterwards."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from e2e_helpers import MLP, QUIET, TinyTask
+
+from oodmol.report.reproduction import PaperTables, reproduction_table, within_spread
+
+
+@pytest.fixture
+def paper(tmp_path):
+    """BOOM's tables, cut down to the rows the tests need, in the paper's CSV layout."""
+    pd.DataFrame(
+        [
+            ["MLP", "SMILES", "ID", "csd10k_density", 0.05],
+            ["MLP", "SMILES", "OOD", "csd10k_density", 0.09],
+        ],
+        columns=["model", "representation", "set", "task", "rmse"],
+    ).to_csv(tmp_path / "table7_rmse.csv", index=False)
+    pd.DataFrame(
+        [["MLP", "ID", "lipophilicity", 0.866, 0.09], ["MLP", "OOD", "lipophilicity", 2.041, 0.2]],
+        columns=["model", "set", "task", "rmse", "rmse_std"],
+    ).to_csv(tmp_path / "table9_lipophilicity_rmse.csv", index=False)
+    r2 = [
+        ["MLP No", "Bias", "ID", "csd10k_density", 0.9],
+        ["MLP No", "Bias", "OOD", "csd10k_density", 0.2],
+    ]
+    pd.DataFrame(r2, columns=["model", "group", "set", "task", "r2"]).to_csv(
+        tmp_path / "table5_r2.csv", index=False
+    )
+    sd = [[*row[:4], 0.01] for row in r2]
+    pd.DataFrame(sd, columns=["model", "group", "set", "task", "r2_std"]).to_csv(
+        tmp_path / "table6_r2_std.csv", index=False
+    )
+    return PaperTables.read(tmp_path)
+
+
+def test_paper_tables_read_names_and_spreads(paper: PaperTables) -> None:
+    assert paper.lookup("mlp", "OOD", "lipophilicity", "rmse") == (2.041, 0.2)
+    value, sd = paper.lookup("mlp", "OOD", "csd10k_density", "rmse")
+    assert value == 0.09 and math.isnan(sd)  # Table 7 publishes no spread
+    assert paper.lookup("mlp", "ID", "csd10k_density", "r2") == (0.9, 0.01)  # "MLP No"
+    assert all(math.isnan(v) for v in paper.lookup("egnn", "ID", "csd10k_density", "r2"))
+
+
+def test_within_spread_known_answers() -> None:
+    assert within_spread(1.2, 2.041, 0.2) == (pytest.approx(-4.205), False)
+    assert within_spread(2.0, 2.041, 0.2) == (pytest.approx(-0.205), True)
+    assert within_spread(2.441, 2.041, 0.2)[1] is True  # exactly 2 sd: inside
+    z, within = within_spread(0.1, 0.09, math.nan)
+    assert math.isnan(z) and within is None
+
+
+def run_rows(protocol: str, task: str, rmse_ood: list[float]) -> list[dict]:
+    return [
+        {
+            "model_name": "mlp",
+            "task": task,
+            "protocol": protocol,
+            "seed": seed,
+            "id.rmse": 0.5,
+            "ood.rmse": value,
+            "id.pearson_r2": 0.9,
+            "ood.binned_pearson_r2": 0.2,
+        }
+        for seed, value in enumerate(rmse_ood)
+    ]
+
+
+def test_reproduction_table_known_answers(paper: PaperTables) -> None:
+    runs = pd.DataFrame(
+        run_rows("boom", "lipophilicity", [1.0, 1.2, 1.4])
+        + run_rows("default", "lipophilicity", [2.0, 2.1])
+    )
+    table = reproduction_table(runs, paper).set_index(["set", "metric"])
+    ood = table.loc[("OOD", "rmse")]
+    assert (ood["boom_mean"], ood["boom_sd"], ood["boom_n"]) == (
+        pytest.approx(1.2),
+        pytest.approx(0.2),
+        3,
+    )
+    assert (ood["default_mean"], ood["default_n"]) == (pytest.approx(2.05), 2)
+    assert (ood["paper"], ood["paper_sd"]) == (2.041, 0.2)
+    assert ood["boom_z"] == pytest.approx((1.2 - 2.041) / 0.2) and not ood["boom_within"]
+    assert ood["default_z"] == pytest.approx((2.05 - 2.041) / 0.2) and ood["default_within"]
+    # Lipophilicity has no R² in the paper: ours is shown, no verdict is made up
+    assert np.isnan(table.loc[("ID", "r2"), "paper"])
+    assert table.loc[("ID", "r2"), "boom_within"] is None
+
+
+@pytest.mark.slow
+def test_reproduce_trains_what_is_missing_then_reuses_it(tmp_path, paper) -> None:
+    task = TinyTask.create(tmp_path)
+    try:
+        runs = tmp_path / "runs"
+        common = [
+            "-m",
+            "oodmol.cli",
+            "reproduce",
+            str(runs),
+            "--models=mlp",
+            "--tasks=csv",
+            "--protocols=boom,default",
+            f"--paper={tmp_path}",
+            *task.task_args()[1:],
+            *MLP[1:],
+            *QUIET,
+        ]
+        first = task.run([*common, "--seeds=0", "--run", f"--out={tmp_path / 'table'}"]).ok()
+        assert "2 runs planned: 0 found, 2 missing" in first.stdout
+        assert first.stdout.count("training model=mlp") == 2
+        table = pd.read_csv(tmp_path / "table" / "reproduction.csv")
+        assert set(table["task"]) == {"tiny"}
+        assert (table["boom_n"] == 1).all() and (table["default_n"] == 1).all()
+        assert np.isfinite(table["boom_mean"]).all() and np.isfinite(table["default_mean"]).all()
+        assert "| mlp | tiny | OOD | RMSE |" in (tmp_path / "table" / "reproduction.md").read_text()
+
+        again = task.run([*common, "--seeds=0"]).ok()
+        assert "2 runs planned: 2 found, 0 missing" in again.stdout
+        assert "training" not in again.stdout
+        # another budget is another configuration: nothing on disk stands in for it
+        other = task.run([*common, "--seeds=0", "model.max_epochs=3"])
+        assert other.returncode == 1
+        assert "2 runs planned: 0 found, 2 missing" in other.stdout
+    finally:
+        task.close()
