@@ -12,7 +12,7 @@ ifneq ($(wildcard ../shared/data),)
 export OODMOL_SOURCE_DIR ?= $(abspath ../shared/data)
 endif
 
-.PHONY: install train test lint bench chemprop-env bench-chemprop clean
+.PHONY: install train test test-slurm lint bench chemprop-env bench-chemprop clean
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,20 @@ train: install
 
 test: install
 	$(PY) -m pytest -q $(ARGS)
+
+# The SLURM tests on a real single-node cluster (scripts/slurm_local.sh, as root):
+# installs slurm-wlm and munge where missing, starts the cluster unless it runs already,
+# runs tests/test_slurm.py against it, and stops it again if it started it here.
+test-slurm: install
+	scripts/slurm_local.sh install
+	@started=0; \
+	if ! scripts/slurm_local.sh status >/dev/null 2>&1; then \
+		scripts/slurm_local.sh start && started=1 || exit 1; \
+	fi; \
+	eval "$$(scripts/slurm_local.sh env)"; \
+	OODMOL_SLURM_REQUIRED=1 $(PY) -m pytest -q tests/test_slurm.py $(ARGS); status=$$?; \
+	if [ $$started = 1 ]; then scripts/slurm_local.sh stop; fi; \
+	exit $$status
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import lightning as L
@@ -42,3 +43,27 @@ class ForeignHandler(L.Callback):
             self.record.write_text(json.dumps(seen))
 
         signal.signal(self.signal, handler)
+
+
+class PauseAtStep(L.Callback):
+    """Stands still after the training batch that reaches `step`, as a long training
+    would be there, until a stop signal arrives (at most `timeout` seconds), so that a
+    test can signal a running SLURM job at a known step. Before waiting it writes
+    `marker` (JSON: the SLURM job id to signal). A job that SLURM requeued
+    (SLURM_RESTART_COUNT > 0) does not pause again."""
+
+    def __init__(self, step: int, marker: str, timeout: float = 120.0) -> None:
+        self.step = step
+        self.marker = Path(marker)
+        self.timeout = timeout
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step != self.step or int(os.environ.get("SLURM_RESTART_COUNT") or 0):
+            return
+        env = os.environ
+        array = env.get("SLURM_ARRAY_JOB_ID")
+        job = f"{array}_{env['SLURM_ARRAY_TASK_ID']}" if array else env["SLURM_JOB_ID"]
+        self.marker.write_text(json.dumps({"job": job, "step": self.step}))
+        deadline = time.monotonic() + self.timeout
+        while not trainer.received_sigterm and time.monotonic() < deadline:
+            time.sleep(0.1)  # the signal handler runs between these sleeps

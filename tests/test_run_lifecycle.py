@@ -187,7 +187,8 @@ def tensorboard_scalars(folder: Path, tag: str) -> list[tuple[int, float]]:
 def test_resumed_run_equals_the_uninterrupted_one(runs: TinyTask) -> None:
     stopped = runs.result("mid_stopped")
     assert stopped.returncode == 143, stopped.output()
-    assert "stopped by SIGTERM" in stopped.stdout and "resume=true" in stopped.stdout
+    assert "stopped by SIGTERM" in stopped.stdout
+    assert f"hydra.run.dir={runs.root / 'mid'} resume=true" in stopped.stdout
     runs.result("mid_resumed").ok()
     mid, reference = runs.root / "mid", runs.root / "reference"
     runs.result("reference").ok()
@@ -283,6 +284,11 @@ def test_failed_job_does_not_stop_the_multirun(runs: TinyTask) -> None:
     found = [metrics_of(p.parent) for p in (runs.root / "sweep").rglob("metrics.json")]
     statuses = sorted((m["status"], m.get("failure", {}).get("kind")) for m in found)
     assert statuses == [("complete", None), ("failed", "TrainingDiverged")]
+    # the sweep's last words name the failed job, whichever launcher ran it
+    summary = result.stdout[result.stdout.index("[oodmol] sweep ") :]
+    assert "2 jobs, 1 complete, 1 failed" in summary
+    assert "FAILED: model.module.optimizer.lr=1e+30\n" in summary
+    assert "reason: TrainingDiverged: training diverged at epoch 0" in summary
 
 
 def test_failed_trial_does_not_stop_the_search(runs: TinyTask) -> None:

@@ -17,7 +17,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
-ALL = ("prepare_data.sh", "boom_grid_slurm.sh", "cluster_example.sbatch")
+ALL = ("prepare_data.sh", "boom_grid_slurm.sh", "cluster_example.sbatch", "slurm_local.sh")
 
 
 def run_script(name: str, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
@@ -125,3 +125,25 @@ def test_scripts_are_shellcheck_clean() -> None:
         ["shellcheck", *(str(SCRIPTS / name) for name in ALL)], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout
+
+
+def test_local_slurm_stops_only_the_daemons_it_started(tmp_path: Path) -> None:
+    """A stale pid file (an earlier session's, the pid reused since) names a process that
+    is not this cluster's daemon: status reports nothing running, stop leaves it alone."""
+    folder = tmp_path / "cluster"
+    (folder / "run").mkdir(parents=True)
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        for daemon in ("munged", "slurmctld", "slurmd"):
+            (folder / "run" / f"{daemon}.pid").write_text(f"{stranger.pid}\n")
+        status = run_script("slurm_local.sh", "status", cwd=tmp_path, OODMOL_SLURM_DIR=str(folder))
+        assert status.returncode == 3, status.stderr
+        assert "slurmctld: not running" in status.stdout
+        assert f"the cluster in {folder} is not up" in status.stdout
+        stop = run_script("slurm_local.sh", "stop", cwd=tmp_path, OODMOL_SLURM_DIR=str(folder))
+        assert stop.returncode == 0, stop.stderr
+        assert "stopped" not in stop.stdout
+        assert stranger.poll() is None  # still running
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -159,7 +159,7 @@ class RunCallbacks:
             selected = _best_checkpoint(trainer) or (self.last.last_model_path or None)
             trainer.test(model, datamodule=dm, ckpt_path=selected, weights_only=True)
         except SIGTERMException:
-            raise self.preemption.stop(_resume_hint(self.overrides)) from None
+            raise self.preemption.stop(_resume_hint(self.overrides, self.folder)) from None
         except (TrainingDiverged, NonFinitePredictions) as error:
             self._write_failure(trainer, error)
             raise _stopped(f"[oodmol] run failed: {error}", 1) from None
@@ -283,13 +283,13 @@ def _command_line() -> tuple[list[str], str | None]:
     return list(hydra.overrides.task), hydra.runtime.choices.get("debug")
 
 
-def _resume_hint(overrides: list[str]) -> str:
-    """The command that resumes this run: its overrides, the folder it ran in (a custom
-    hydra.run.dir), and resume=true, quoted for a shell."""
+def _resume_hint(overrides: list[str], folder: Path) -> str:
+    """The command that resumes this run: train.py with its overrides, its folder, and
+    resume=true, quoted for a shell. The folder is named because a multirun's job (on
+    SLURM run by submitit's own program) sits where train.py alone would not look."""
     kept = [o for o in overrides if not o.startswith(("resume=", "ckpt_path="))]
-    if HydraConfig.initialized():
-        kept += [o for o in HydraConfig.get().overrides.hydra if o.startswith("hydra.run.dir=")]
-    return shlex.join(["python", sys.argv[0] or "train.py", *kept, "resume=true"])
+    program = sys.argv[0] if Path(sys.argv[0]).name == "train.py" else "train.py"
+    return shlex.join(["python", program, *kept, f"hydra.run.dir={folder}", "resume=true"])
 
 
 def _stopped(message: str, code: int) -> BaseException:
