@@ -12,6 +12,7 @@ from itertools import product
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -21,6 +22,22 @@ SET_COLOURS = {"id": "tab:orange", "ood": "tab:blue"}
 MARKERS = "osD^vP*Xh<>p"
 # columns of predictions.csv that only some runs have (σ only where the run has one)
 OPTIONAL = ("mol_id", "y_std")
+
+
+def draw_parity(ax: Axes, panel: pd.DataFrame, low: float, high: float) -> None:
+    """The diagonal from `low` to `high` and the panel's ID and OOD points on it."""
+    ax.plot([low, high], [low, high], color="black", linewidth=0.8)
+    for set_name, colour in SET_COLOURS.items():
+        points = panel[panel["set"] == set_name]
+        ax.scatter(
+            points["y_true"],
+            points["y_pred"],
+            s=6,
+            alpha=0.6,
+            color=colour,
+            linewidths=0,
+            label=set_name.upper(),
+        )
 
 
 def read_predictions(runs: pd.DataFrame) -> pd.DataFrame:
@@ -63,19 +80,7 @@ def parity_grid(predictions: pd.DataFrame) -> Figure:
         task = predictions[predictions["benchmark"] == benchmark]
         low = min(task["y_true"].min(), task["y_pred"].min())
         high = max(task["y_true"].max(), task["y_pred"].max())
-        ax.plot([low, high], [low, high], color="black", linewidth=0.8)
-        panel = task[task["model"] == model]
-        for set_name, colour in SET_COLOURS.items():
-            points = panel[panel["set"] == set_name]
-            ax.scatter(
-                points["y_true"],
-                points["y_pred"],
-                s=6,
-                alpha=0.6,
-                color=colour,
-                linewidths=0,
-                label=set_name.upper(),
-            )
+        draw_parity(ax, task[task["model"] == model], low, high)
         ax.set(xlim=(low, high), ylim=(low, high), aspect="equal")
         ax.set_title(model if row == 0 else "", fontsize=9)
         ax.set_xlabel("true" if row == len(benchmarks) - 1 else "")

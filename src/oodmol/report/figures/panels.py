@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy.stats import norm
 
-from oodmol.report.notebook import SET_COLOURS
+from oodmol.report.notebook import SET_COLOURS, draw_parity
 from oodmol.report.statistics import GaussianProcessFit
 from oodmol.report.tables import flags
 
@@ -98,18 +98,7 @@ def parity_panels(predictions: pd.DataFrame, by: str, title: str) -> Figure:
         panel = predictions[predictions[by] == benchmark]
         low = min(panel["y_true"].min(), panel["y_pred"].min())
         high = max(panel["y_true"].max(), panel["y_pred"].max())
-        ax.plot([low, high], [low, high], color="black", linewidth=0.8)
-        for set_name, colour in SET_COLOURS.items():
-            points = panel[panel["set"] == set_name]
-            ax.scatter(
-                points["y_true"],
-                points["y_pred"],
-                s=6,
-                alpha=0.6,
-                color=colour,
-                linewidths=0,
-                label=set_name.upper(),
-            )
+        draw_parity(ax, panel, low, high)
         ax.set(
             xlim=(low, high), ylim=(low, high), aspect="equal", xlabel="true", ylabel="predicted"
         )
