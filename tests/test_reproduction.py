@@ -4,6 +4,7 @@ reuses it afterwards."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -109,6 +110,14 @@ def test_reproduce_trains_what_is_missing_then_reuses_it(tmp_path) -> None:
         again = task.run([*common, "--seeds=0"]).ok()
         assert "2 runs planned: 2 found, 0 missing" in again.stdout
         assert "training" not in again.stdout
+        # a run stopped after its last checkpoint (no metrics.json yet) is finished, not
+        # refused: --run resumes it
+        (metrics,) = [p for p in runs.rglob("metrics.json") if "/tiny/ood/mlp/" in str(p)][:1]
+        metrics.unlink()
+        resumed = task.run([*common, "--seeds=0", "--run"]).ok()
+        assert "2 runs planned: 1 found, 1 missing" in resumed.stdout
+        assert metrics.is_file()
+        assert json.loads(metrics.read_text())["training"]["resumed"] is True
         # another budget is another configuration: nothing on disk stands in for it
         other = task.run([*common, "--seeds=0", "model.max_epochs=3"])
         assert other.returncode == 1

@@ -3,7 +3,8 @@
 For every model, task, protocol and seed asked for, the run is looked up below the runs
 folder by its configuration key (the model's, task's and protocol's own settings: a run
 with other hyperparameters, a subset or a shortened budget never stands in for it) and
-reused; `--run` trains the missing ones there, one after the other, through train.py.
+reused; `--run` trains the missing ones there, one after the other, through train.py
+(`resume=true`: a run that was killed or pre-empted goes on from its last.ckpt).
 3D models run on the 10k tasks only and with their own (smaller) seed count, as the
 issue that asked for this table allows on a CPU.
 
@@ -100,7 +101,9 @@ def matched_runs(runs_dir: Path, cells: list[Cell]) -> tuple[pd.DataFrame, list[
 
 
 def train(cell: Cell, runs_dir: Path) -> int:
-    """Train one missing cell into the runs folder; its exit status."""
+    """Train one missing cell into the runs folder, or finish its interrupted run (the
+    cell's folder is named by its configuration key: it holds no other run); its exit
+    status."""
     command = [
         sys.executable,
         "-m",
@@ -108,6 +111,7 @@ def train(cell: Cell, runs_dir: Path) -> int:
         *cell.overrides(),
         f"paths.log_dir={runs_dir.resolve()}",
         "progress=False",
+        "resume=true",
     ]
     print(f"training {' '.join(cell.overrides())}", flush=True)
     return subprocess.run(command, check=False).returncode
