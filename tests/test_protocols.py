@@ -11,6 +11,7 @@ import pytest
 from e2e_helpers import MLP, QUIET, TinyTask
 
 from oodmol.config import compose_config
+from oodmol.report.collect import collect_runs
 
 pytestmark = pytest.mark.slow
 
@@ -76,3 +77,13 @@ def test_per_model_boom_choices_follow_the_models_scripts() -> None:
     assert mlp.model.features.standardize is False  # BOOM's unscaled descriptors
     egnn = compose_config("train", ["protocol=boom", "model=egnn"])
     assert egnn.protocol.holdout is False and egnn.callbacks.model_checkpoint is None
+
+
+def test_boom_runs_are_full_runs_in_a_column_of_their_own(runs: TinyTask) -> None:
+    default, _ = outputs(runs, "default")
+    boom, _ = outputs(runs, "boom")
+    # its validation molecules trained, none were cut: no [subset]; both runs are
+    # [shortened] by the tiny budget the tests give them
+    assert boom["flags"] == default["flags"] == ["shortened"]
+    labels = set(collect_runs(runs.root).runs["model"])
+    assert labels == {"mlp [shortened]", "mlp (protocol=boom) [shortened]"}

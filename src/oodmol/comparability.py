@@ -39,6 +39,10 @@ def data_flags(facts: Mapping) -> list[str]:
     sizes, used = facts.get("sizes") or {}, facts.get("sizes_used") or {}
     left_out = {k: v for k, v in (facts.get("left_out") or {}).items() if k != "examples"}
     expected = {name: sizes.get(name, 0) - left_out.get(name, 0) for name in used}
+    if used.get("val") == 0 and used.get("train", 0) >= expected.get("train", 0) + expected.get(
+        "val", 0
+    ):  # no hold-out (protocol=boom): the validation molecules trained, none were cut
+        expected = {**expected, "train": expected["train"] + expected["val"], "val": 0}
     if any(used[name] < expected[name] for name in used):
         flags.append(SUBSET)
     if any(left_out.values()):

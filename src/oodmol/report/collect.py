@@ -68,11 +68,16 @@ def _validate(record: Any) -> None:
 
 
 def model_label(record: dict[str, Any]) -> str:
-    """The model's name with its uq method ("mlp+ensemble") and its flags ("mlp
-    [subset, shortened]"), so that each is a leaderboard column of its own."""
+    """The model's name with its uq method ("mlp+ensemble"), its training protocol where
+    not the default ("mlp (protocol=boom)") and its flags ("mlp [subset, shortened]"), so
+    that each is a leaderboard column of its own."""
     uq = record.get("uq")
     method = uq.get("method", "none") if isinstance(uq, dict) else "none"
     label = record["model"] if method in PLAIN_METHODS else f"{record['model']}+{method}"
+    training = record.get("training")
+    protocol = training.get("protocol", "default") if isinstance(training, dict) else "default"
+    if protocol != "default":
+        label += f" (protocol={protocol})"
     flags = record.get("flags") or []
     return f"{label} [{', '.join(flags)}]" if flags else label
 
