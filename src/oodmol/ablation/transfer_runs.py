@@ -15,12 +15,12 @@ Runs go to `<runs>/pretrain/<s>_for_<t>/<seed>`, `<runs>/finetune/<s>_to_<t>/<se
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from oodmol.cli import run_app
 from oodmol.training.run_folder import CHECKPOINT_DIR, METRICS_FILE
 
 
@@ -96,16 +96,9 @@ def plan(
 def train(job: Job, init_from: Path | None = None) -> int:
     """Run train.py for `job` (in this interpreter); its exit status."""
     start = [f"model.init_from={init_from}"] if init_from is not None else []
-    command = [
-        sys.executable,
-        "-m",
-        "oodmol.apps.train",
-        *job.overrides,
-        *start,
-        f"hydra.run.dir={job.folder}",
-    ]
-    print("[oodmol ablation] " + " ".join(command[3:]), flush=True)
-    return subprocess.run(command, check=False).returncode
+    overrides = [*job.overrides, *start, f"hydra.run.dir={job.folder}"]
+    print("[oodmol ablation] " + " ".join(overrides), flush=True)
+    return run_app("train", overrides)
 
 
 def run_study(

@@ -14,7 +14,6 @@ issue that asked for this table allows on a CPU.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from oodmol.cli import run_app
 from oodmol.config import compose_config
 from oodmol.report.collect import collect_runs
 from oodmol.report.reproduction import PaperTables, reproduction_table, to_markdown
@@ -104,17 +104,9 @@ def train(cell: Cell, runs_dir: Path) -> int:
     """Train one missing cell into the runs folder, or finish its interrupted run (the
     cell's folder is named by its configuration key: it holds no other run); its exit
     status."""
-    command = [
-        sys.executable,
-        "-m",
-        "oodmol.apps.train",
-        *cell.overrides(),
-        f"paths.log_dir={runs_dir.resolve()}",
-        "progress=False",
-        "resume=true",
-    ]
     print(f"training {' '.join(cell.overrides())}", flush=True)
-    return subprocess.run(command, check=False).returncode
+    location = [f"paths.log_dir={runs_dir.resolve()}", "progress=False", "resume=true"]
+    return run_app("train", [*cell.overrides(), *location])
 
 
 def _list(text: str, kind: type = str) -> list:
