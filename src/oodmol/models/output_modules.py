@@ -51,13 +51,14 @@ def dipole_vector(
 
 
 class ScalarOutput(nn.Module):
-    """Per-atom Linear F → F/2 and SiLU; returns those vectors and each atom's molecule
-    for the shared readout and head (see the module docstring)."""
+    """Per-atom Linear F → `width` (F/2 unless given; GotenNet's head keeps F) and SiLU;
+    returns those vectors and each atom's molecule for the shared readout and head (see
+    the module docstring)."""
 
-    def __init__(self, hidden: int) -> None:
+    def __init__(self, hidden: int, width: int | None = None) -> None:
         super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(hidden, hidden // 2), nn.SiLU())
-        self.out_dim = hidden // 2
+        self.out_dim = hidden // 2 if width is None else width
+        self.mlp = nn.Sequential(nn.Linear(hidden, self.out_dim), nn.SiLU())
 
     def forward(
         self, s: torch.Tensor, v: torch.Tensor | None, batch: PointCloudBatch
