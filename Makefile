@@ -12,7 +12,8 @@ ifneq ($(wildcard ../shared/data),)
 export OODMOL_SOURCE_DIR ?= $(abspath ../shared/data)
 endif
 
-.PHONY: install train test test-slurm lint bench chemprop-env bench-chemprop clean
+.PHONY: install train test test-slurm lint bench chemprop-env bench-chemprop gotennet-env \
+	test-gotennet-reference bench-gotennet clean
 
 install: $(VENV)/.installed
 
@@ -67,5 +68,28 @@ bench-chemprop: chemprop-env
 	$(CHEMPROP_VENV)/bin/python bench/chemprop_throughput.py $(ARGS)
 	$(CHEMPROP_VENV)/bin/python -m pytest -q tests/test_chemprop_equivalence.py
 
+# The authors' gotennet 1.1.2, the reference for tests/test_gotennet_equivalence.py and
+# bench/gotennet_reference.py, imports torch-cluster and torch-scatter at module load,
+# which have no wheels for torch 2.13 on CPU: it is installed without its dependencies,
+# beside its pure-Python ones and the pure-torch stand-ins of scripts/reference_standins/
+# (this environment only, never $(VENV)).
+GOTENNET_VENV ?= .venv-gotennet
+GOTENNET_DEPS ?= ase pytorch-lightning ./scripts/reference_standins
+gotennet-env: $(GOTENNET_VENV)/.installed
+
+$(GOTENNET_VENV)/.installed: pyproject.toml $(wildcard scripts/reference_standins/*/*.py)
+	$(PYTHON) -m venv $(GOTENNET_VENV)
+	$(GOTENNET_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(GOTENNET_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(GOTENNET_VENV)/bin/python -m pip install --quiet -e '.[dev]' $(GOTENNET_DEPS)
+	$(GOTENNET_VENV)/bin/python -m pip install --quiet --no-deps gotennet==1.1.2
+	touch $@
+
+test-gotennet-reference: gotennet-env
+	$(GOTENNET_VENV)/bin/python -m pytest -q tests/test_gotennet_equivalence.py $(ARGS)
+
+bench-gotennet: gotennet-env
+	$(GOTENNET_VENV)/bin/python bench/gotennet_reference.py $(ARGS)
+
 clean:
-	rm -rf $(VENV) $(CHEMPROP_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CHEMPROP_VENV) $(GOTENNET_VENV) .pytest_cache .ruff_cache

@@ -26,7 +26,9 @@ every edge j → i carries scalar features t_ij [E, F].
     for unit r̂^(l) and for the self-loops' r̂ = 0);
   - EQFF: with X' = W_vu X, m1, m2 = γ_m[h ‖ √(|X'|² + ε)]: h += m1, X += m2 ∘ X'.
 - Upstream's QM9 settings are used throughout: no layer norms inside the layers, no
-  edge scaling by the neighbour count (scale_edge false), summed messages.
+  edge scaling by the neighbour count (scale_edge false), summed messages. For lmax ≥ 3
+  the l ≥ 3 components are e3nn's spherical harmonics; upstream's (its `TensorInit`) are
+  not normalised alike, so the two models agree for lmax ≤ 2 only.
 
 Scalars see the geometry only through distances and inner products of same-degree
 harmonics, so the output is invariant under rotations, reflections (the l = 1 parts

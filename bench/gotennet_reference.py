@@ -1,0 +1,211 @@
+"""Train our `model=gotennet` and the authors' `gotennet` package (1.1.2) side by side on
+the same batches of `csd10k_density` training molecules, with the same weights, sizes
+(upstream's QM9 model, as configs/model/gotennet.yaml), optimiser and torch threads.
+
+    python bench/gotennet_reference.py [--threads 1] [--batch-size 32] [--batches 6]
+        [--repeats 2]
+
+gotennet needs torch-cluster and torch-scatter, so run it where `make gotennet-env` put
+it (`make bench-gotennet`). Each model is timed in its own process (so its peak memory
+is its own), the two alternating `--repeats` times so that a change in the machine's
+load hits both alike: one warm-up batch, then `--batches` training steps (forward, MSE
+loss, backward, AdamW step), in training mode (attention dropout on) and each with its
+own neighbour search: ours, and upstream's radius_graph (here the pure-torch stand-in
+for torch-cluster), whose time is also printed apart. Peak MB is the process's peak
+resident memory minus its resident memory before the model was built. The last line is
+``reference_ratio=<ours/reference>``, the ratio of training molecules per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+
+def rss_mb() -> float:
+    """This process's peak resident set size so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def benchmark_batches(batch_size: int, n_batches: int) -> tuple[list, object, object]:
+    """The same `n_batches + 1` batches of training molecules for both models (the
+    order of bench/models_throughput.py), the composed config and the datamodule."""
+    from models_throughput import benchmark_molecules
+
+    from oodmol.config import compose_config
+    from oodmol.runs import build_datamodule
+
+    cfg = compose_config(
+        "train", ["model=gotennet", "task=csd10k_density", "split=ood", "progress=false"]
+    )
+    dm = build_datamodule(cfg)
+    dm.prepare_data()
+    dm.setup("fit")
+    mol_ids = benchmark_molecules(dm, batch_size * (n_batches + 1))
+    position = {int(m): i for i, m in enumerate(dm.set_ids["train"])}
+    dataset = dm.datasets["train"]
+    batches = [
+        dm.features.collate(
+            dataset.__getitems__(
+                [position[int(m)] for m in mol_ids[k * batch_size : (k + 1) * batch_size]]
+            )
+        )
+        for k in range(n_batches + 1)
+    ]
+    return batches, cfg, dm
+
+
+def reference_model(ours, extensive: bool):
+    """Upstream's GotenNetWrapper and Atomwise head with our model's sizes and weights."""
+    from gotennet import GotenNetWrapper
+    from gotennet.models.components.layers import CosineCutoff
+    from gotennet.models.components.outputs import Atomwise
+
+    backbone = ours.backbone
+    gata = backbone.gata_list[0]
+    representation = GotenNetWrapper(
+        max_num_neighbors=backbone.max_neighbors,
+        n_atom_basis=backbone.hidden,
+        n_interactions=len(backbone.gata_list),
+        radial_basis="expnorm",
+        n_rbf=backbone.radial_basis.means.numel(),
+        cutoff_fn=CosineCutoff(backbone.cutoff),
+        activation="swish",
+        num_heads=gata.heads,
+        attn_dropout=gata.dropout,
+        edge_updates=True,
+        lmax=gata.lmax,
+        scale_edge=False,
+        sep_htr=True,
+        sep_dir=True,
+        sep_tensor=True,
+    )
+    state = {k: v for k, v in backbone.state_dict().items() if not k.startswith("output.")}
+    missing, unexpected = representation.load_state_dict(state, strict=False)
+    assert not unexpected and all(".layers." in k for k in missing), (missing, unexpected)
+    head = Atomwise(
+        n_in=backbone.hidden,
+        n_hidden=backbone.output.out_dim,
+        activation=torch.nn.functional.silu,
+        aggregation_mode="sum" if extensive else "mean",
+    )
+    first, last = head.out_net[1].out_net
+    first.load_state_dict(backbone.output.mlp[0].state_dict())
+    last.load_state_dict(ours.head.net[0].state_dict())
+    return representation, head
+
+
+def measure(which: str, batch_size: int, n_batches: int) -> dict:
+    """Training throughput and peak memory of one model (run in a child process)."""
+    import oodmol.models.neighbors as neighbors
+    from oodmol.runs import build_model, training_statistics
+
+    neighbors.HAS_TORCH_CLUSTER = False  # ours searches as in the project's environment
+    batches, cfg, dm = benchmark_batches(batch_size, n_batches)
+    baseline = rss_mb()
+    torch.manual_seed(0)
+    ours = build_model(cfg, training_statistics(cfg, dm))
+    ours.fit_target_scaling(dm.train_targets)
+    targets = [(b.y - ours.y_mean) / ours.y_std for b in batches]
+    if which == "ours":
+        model, forward = ours, ours
+        search = lambda b: ours.backbone.distance(b.pos, b.molecule)  # noqa: E731
+    else:
+        representation, head = reference_model(ours, cfg.task.extensive)
+        del ours
+        model = torch.nn.ModuleList([representation, head])
+
+        from torch_geometric.data import Data
+
+        def forward(batch):
+            inputs = Data(z=batch.z, pos=batch.pos, batch=batch.molecule)
+            inputs.representation, _ = representation(inputs)
+            return head(inputs)["y"].squeeze(-1)
+
+        search = lambda b: representation.distance(b.pos, b.molecule)  # noqa: E731
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-7, weight_decay=0.0)
+    model.train()
+
+    def step(k: int) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(forward(batches[k]), targets[k]).backward()
+        optimizer.step()
+
+    step(0)  # warm-up: allocations, lazy initialisation
+    started = time.perf_counter()
+    for k in range(1, n_batches + 1):
+        step(k)
+    seconds = (time.perf_counter() - started) / n_batches
+    started = time.perf_counter()
+    for batch in batches[1:]:
+        search(batch)
+    search_seconds = (time.perf_counter() - started) / n_batches
+    return {
+        "model": which,
+        "train_mol_s": batch_size / seconds,
+        "step_ms": 1e3 * seconds,
+        "search_ms": 1e3 * search_seconds,
+        "peak_mb": rss_mb() - baseline,
+        "atoms_per_batch": float(np.mean([len(b.z) for b in batches[1:]])),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--one", choices=["ours", "reference"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.one:
+        print(json.dumps(measure(args.one, args.batch_size, args.batches)))
+        return
+
+    env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
+    runs: dict[str, list[dict]] = {"ours": [], "reference": []}
+    for _ in range(args.repeats):
+        for which in runs:
+            command = [
+                sys.executable, __file__, "--one", which, "--threads", str(args.threads),
+                "--batch-size", str(args.batch_size), "--batches", str(args.batches),
+            ]  # fmt: skip
+            out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
+            if out.returncode != 0:
+                sys.exit(f"{which} failed:\n{out.stderr[-3000:]}")
+            runs[which].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"[bench] {runs[which][-1]}   load {os.getloadavg()[0]:.2f}")
+
+    print(
+        f"\ncsd10k_density training molecules, batch {args.batch_size} "
+        f"(~{runs['ours'][0]['atoms_per_batch']:.0f} atoms), {args.batches} steps after a "
+        f"warm-up, median of {args.repeats} runs, {args.threads} torch thread(s), "
+        f"torch {torch.__version__}"
+    )
+    print("| model | train mol/s | step ms | neighbour search ms | peak MB |")
+    print("|---|---|---|---|---|")
+    rates = {}
+    for which, results in runs.items():
+        rates[which] = float(np.median([r["train_mol_s"] for r in results]))
+        step = np.median([r["step_ms"] for r in results])
+        search = np.median([r["search_ms"] for r in results])
+        peak = max(r["peak_mb"] for r in results)
+        print(f"| {which} | {rates[which]:.2f} | {step:.0f} | {search:.1f} | {peak:.0f} |")
+    print(f"reference_ratio={rates['ours'] / rates['reference']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
