@@ -55,7 +55,7 @@ from collections.abc import Mapping
 import torch
 from e3nn import o3
 from torch import nn
-from torch_geometric.utils import scatter, softmax
+from torch_geometric.utils import softmax
 
 from oodmol.data.batches import PointCloudBatch
 from oodmol.models.blocks import (
@@ -116,14 +116,15 @@ class MLP(nn.Module):
         return x
 
 
+def sum_into(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
+    """Σ of the rows of `src` [E, ...] per `index` [E] into n rows (`index_add_`, whose
+    gradient is a plain row gather)."""
+    return src.new_zeros((n, *src.shape[1:])).index_add_(0, index, src)
+
+
 def degree_sizes(lmax: int) -> list[int]:
     """The number of components, 2l + 1, of each degree l = 1 … lmax."""
     return [2 * degree + 1 for degree in range(1, lmax + 1)]
-
-
-def degrees(lmax: int) -> torch.Tensor:
-    """The degree l − 1 of each of the (lmax + 1)² − 1 steerable components."""
-    return torch.repeat_interleave(torch.arange(lmax), torch.tensor(degree_sizes(lmax)))
 
 
 class NodeInit(nn.Module):
@@ -142,8 +143,8 @@ class NodeInit(nn.Module):
     ) -> torch.Tensor:
         j, i = edges.index
         weight = self.cutoff(edges.length) * (j != i)  # self-loops weigh nothing
-        messages = self.A_nbr(z)[j] * self.W_ndp(rbf) * weight.unsqueeze(-1)
-        neighbours = scatter(messages, i, dim=0, dim_size=h.shape[0], reduce="sum")
+        messages = self.A_nbr(z).index_select(0, j) * self.W_ndp(rbf) * weight.unsqueeze(-1)
+        neighbours = sum_into(messages, i, h.shape[0])
         return self.W_nrd_nru(torch.cat([h, neighbours], dim=-1))
 
 
@@ -156,7 +157,7 @@ class EdgeInit(nn.Module):
 
     def forward(self, edges: Edges, rbf: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         j, i = edges.index
-        return (h[i] + h[j]) * self.W_erp(rbf)
+        return (h.index_select(0, i) + h.index_select(0, j)) * self.W_erp(rbf)
 
 
 class GATA(nn.Module):
@@ -189,7 +190,6 @@ class GATA(nn.Module):
             self.gamma_t = MLP([hidden, hidden], last_activation=True)
             self.W_vq = Dense(hidden, hidden, bias=False)
             self.W_vk = nn.ModuleList(Dense(hidden, hidden, bias=False) for _ in range(lmax))
-        self.register_buffer("degree", degrees(lmax), persistent=False)
 
     def forward(
         self,
@@ -200,20 +200,25 @@ class GATA(nn.Module):
         harmonics: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         n, e = h.shape[0], t.shape[0]
-        heads, d, hidden = self.heads, self.hidden // self.heads, self.hidden
+        heads, d, hidden, lmax = self.heads, self.hidden // self.heads, self.hidden, self.lmax
         j, i = edges.index
-        q = self.W_q(h).view(n, heads, d)
-        k = self.W_k(h).view(n, heads, d)
-        scores = (q[i] * k[j] * self.W_re(t).view(e, heads, d)).sum(-1)
+        q = self.W_q(h).view(n, heads, d).index_select(0, i)
+        k = self.W_k(h).view(n, heads, d).index_select(0, j)
+        scores = (q * k * self.W_re(t).view(e, heads, d)).sum(-1)
         attention = softmax(scores, i, num_nodes=n) / math.sqrt(hidden)
         attention = nn.functional.dropout(attention, self.dropout, self.training)
-        values = attention.unsqueeze(-1) * self.gamma_v(h)[j].view(e, heads, -1)
-        spatial = self.W_rs(t) * self.gamma_s(h)[j] * self.cutoff(edges.length).unsqueeze(-1)
-        messages = (values.view(e, -1) + spatial).view(e, 1 + 2 * self.lmax, hidden)
-        o_s, o_d, o_t = messages[:, 0], messages[:, 1 : 1 + self.lmax], messages[:, 1 + self.lmax :]
-        dX = harmonics.unsqueeze(-1) * o_d[:, self.degree] + X[j] * o_t[:, self.degree]
-        h = h + scatter(o_s, i, dim=0, dim_size=n, reduce="sum")
-        X = X + scatter(dX, i, dim=0, dim_size=n, reduce="sum")
+        values = attention.unsqueeze(-1) * self.gamma_v(h).index_select(0, j).view(e, heads, -1)
+        spatial = self.W_rs(t) * self.gamma_s(h).index_select(0, j)
+        spatial = spatial * self.cutoff(edges.length).unsqueeze(-1)
+        messages = (values.view(e, -1) + spatial).view(e, 1 + 2 * lmax, hidden).unbind(1)
+        h = h + sum_into(messages[0], i, n)
+        sizes = degree_sizes(lmax)
+        dX = []  # per degree l: Σ_j o_d^(l) r̂_ij^(l) + o_t^(l) ∘ X_j^(l)
+        parts = zip(harmonics.split(sizes, 1), X.split(sizes, 1), strict=True)
+        for k, (r, X_l) in enumerate(parts):  # k = l − 1
+            o_d, o_t = messages[1 + k].unsqueeze(1), messages[1 + lmax + k].unsqueeze(1)
+            dX.append(sum_into(r.unsqueeze(-1) * o_d + X_l.index_select(0, j) * o_t, i, n))
+        X = X + torch.cat(dX, dim=1)
         if not self.last_layer:
             t = t + self.gamma_t(t) * self.edge_weights(X, edges, harmonics)
         return h, X, t
@@ -223,12 +228,13 @@ class GATA(nn.Module):
         j, i = edges.index
         sizes = degree_sizes(self.lmax)
         keys = [w(part) for w, part in zip(self.W_vk, X.split(sizes, dim=1), strict=True)]
-        eq, ek = self.W_vq(X)[i], torch.cat(keys, dim=1)[j]
+        eq = self.W_vq(X).index_select(0, i)
+        ek = torch.cat(keys, dim=1).index_select(0, j)
         weights = (eq * ek).sum(1)
         parts = zip(eq.split(sizes, 1), ek.split(sizes, 1), harmonics.split(sizes, 1), strict=True)
         for a, b, r in parts:
-            r = r.unsqueeze(-1)
-            weights = weights - (a * r).sum(1) * (b * r).sum(1)
+            r = r.unsqueeze(1)  # [E, 1, 2l + 1]: (a · r̂) as a batched matrix product
+            weights = weights - (r @ a).squeeze(1) * (r @ b).squeeze(1)
         return weights
 
 
