@@ -69,8 +69,9 @@ from oodmol.models.output_modules import AtomFeatureBackbone, ScalarOutput
 
 
 class Dense(nn.Linear):
-    """A Linear layer, then optionally a LayerNorm (`norm`) and SiLU: upstream's `Dense`,
-    so that the parameter names are its own (`weight`, `bias`, `norm.weight`, ...)."""
+    """A Linear layer, then a LayerNorm (with `layer_norm`) and SiLU (with `activation`):
+    upstream's `Dense`, so that the parameter names are its own (`weight`, `bias`,
+    `norm.weight`, `norm.bias`)."""
 
     def __init__(
         self,
@@ -92,8 +93,9 @@ class Dense(nn.Linear):
 
 
 class MLP(nn.Module):
-    """Dense layers of widths `dims`; the hidden ones with SiLU (and a LayerNorm with
-    `layer_norm`), the last with SiLU only if `last_activation`."""
+    """Dense layers of widths `dims` (upstream's `MLP`, its layers under `dense_layers`):
+    the hidden ones with `activation` and `layer_norm`, the last one with SiLU only if
+    `last_activation`."""
 
     def __init__(
         self,
