@@ -2,6 +2,9 @@
 
 oodmol ablation transfer <runs> --out <dir>        Fig. 5: pretraining transfer
 oodmol ablation augmentation <runs> --out <dir>    Fig. 7: OOD data augmentation
+oodmol ablation selection <runs> --out <dir>       a search's draws selected by ID
+                                                   validation, tail validation, OOD test
+oodmol ablation learning-curve <runs> --out <dir>  ID and OOD RMSE against training size
 oodmol ablation transfer-run <runs> [--properties alpha,cv,...] [--task 'task=qm9_{p}']
                              [--seeds 0] [--freeze message_passing] [overrides ...]
                                                    train the transfer study's runs
@@ -16,7 +19,13 @@ from pathlib import Path
 
 from oodmol.ablation.augmentation import augmentation_figure, augmentation_rows, augmentation_table
 from oodmol.ablation.figures import write_outputs
+from oodmol.ablation.learning_curve import (
+    learning_curve_figure,
+    learning_curve_rows,
+    learning_curve_table,
+)
 from oodmol.ablation.runs import complete_runs
+from oodmol.ablation.selection import selection_figure, selection_rows, selection_table
 from oodmol.ablation.transfer import data_correlation, transfer_figure, transfer_table
 from oodmol.ablation.transfer_runs import run_study
 
@@ -26,7 +35,7 @@ QM9 = "alpha,cv,gap,homo,lumo,mu,r2,zpve"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oodmol ablation", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("transfer", "augmentation"):
+    for name in ("transfer", "augmentation", "selection", "learning-curve"):
         figure = commands.add_parser(name, help=f"the {name} figure of a folder of runs")
         figure.add_argument("runs", type=Path, help="folder searched for metrics.json")
         figure.add_argument("--out", type=Path, required=True, help="folder for CSV/PNG/SVG")
@@ -68,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "transfer":
             table = transfer_table(runs, data_correlation(args.data_dir))
             figure = transfer_figure(table)
+        elif args.command == "learning-curve":
+            table = learning_curve_table(learning_curve_rows(runs))
+            figure = learning_curve_figure(table)
+        elif args.command == "selection":
+            table = selection_table(selection_rows(runs, args.runs))
+            figure = selection_figure(table)
         else:
             table = augmentation_table(augmentation_rows(runs))
             figure = augmentation_figure(table)

@@ -17,7 +17,7 @@ from omegaconf import ListConfig, OmegaConf
 
 from oodmol.config import compose_config, config_dir
 from oodmol.data.card import write_card
-from oodmol.data.splits.assignment import SETS
+from oodmol.data.splits.assignment import ALL_SETS
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
 
@@ -86,9 +86,10 @@ def names_of(value: object) -> list:
 
 
 def export_csv(data: TaskData, sets: dict, out: Path) -> None:
-    """mol_id, canonical SMILES, target and set of every molecule of the task."""
+    """mol_id, canonical SMILES, target and set of every molecule of the task (in a set:
+    split.subset leaves training molecules out)."""
     frames = []
-    for name in SETS:
+    for name in (name for name in ALL_SETS if name in sets):
         rows = data.table.rows_of(sets[name])
         frames.append(
             pd.DataFrame(

@@ -15,7 +15,13 @@ from torch.utils.data import DataLoader
 from oodmol.data.features import FeatureSet
 from oodmol.data.featurize.base import Featurizer
 from oodmol.data.sampling import EpochShuffle
-from oodmol.data.splits.assignment import SETS, EmptySetError, SplitAssignment, empty_sets
+from oodmol.data.splits.assignment import (
+    ALL_SETS,
+    VAL_TAIL,
+    EmptySetError,
+    SplitAssignment,
+    empty_sets,
+)
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.statistics import Statistic, TrainingSplit, compute_statistics
 from oodmol.data.store import FeatureStore
@@ -26,6 +32,8 @@ TEST_SETS = ("id", "ood")  # the sets a run is scored on
 # test dataloader order (dataloader_idx 0, 1, 2): the validation set is predicted too, for
 # recalibrating uncertainties and for combining ensemble members afterwards
 PREDICTED_SETS = (*TEST_SETS, "val")
+# what each validation set's metrics are logged as where a run has two
+OWN_PREFIX = {"val": "val_id", VAL_TAIL: "val_tail"}
 
 
 class MoleculeDataModule(L.LightningDataModule):
@@ -114,7 +122,7 @@ class MoleculeDataModule(L.LightningDataModule):
         left_out = self._select_molecules(store)
         self._check_no_empty_set(left_out)
         feature_facts = self.features.fit(store, self.set_ids["train"])
-        for name in SETS:
+        for name in self.set_ids:
             ids = self.set_ids[name]
             y = self.data.y[self.data.table.rows_of(ids)]
             if name == "train" and self.bootstrap_seed is not None:
@@ -141,16 +149,19 @@ class MoleculeDataModule(L.LightningDataModule):
         left_out: dict = {}
         sets = dict(self.split.sets)
         if not self.holdout:
-            sets["train"] = np.sort(np.concatenate([sets["train"], sets["val"]]))
-            sets["val"] = sets["val"][:0]
-        for name in SETS:
+            held = [name for name in ("val", VAL_TAIL) if name in sets]
+            sets["train"] = np.sort(np.concatenate([sets["train"], *(sets[n] for n in held)]))
+            sets.update({name: sets[name][:0] for name in held})
+        for name in self.split.names():
             ids = sets[name]
             missing = np.isin(ids, failed_ids)
             if missing.any():
                 left_out[name] = int(missing.sum())
                 ids = ids[~missing]
             if self.max_molecules is not None and len(ids) > self.max_molecules:
-                rng = np.random.default_rng([getattr(self.splitter, "seed", 0), SETS.index(name)])
+                rng = np.random.default_rng(
+                    [getattr(self.splitter, "seed", 0), ALL_SETS.index(name)]
+                )
                 ids = np.sort(rng.choice(ids, size=self.max_molecules, replace=False))
             self.set_ids[name] = ids
         if left_out:
@@ -171,7 +182,7 @@ class MoleculeDataModule(L.LightningDataModule):
         """Every set still has molecules after those without features are left out;
         otherwise the run would stop mid-way or score nothing."""
         sizes = {name: len(ids) for name, ids in self.set_ids.items()}
-        empty = [name for name in empty_sets(sizes) if self.holdout or name != "val"]
+        empty = [n for n in empty_sets(sizes) if self.holdout or n not in ("val", VAL_TAIL)]
         if not empty:
             return
         planned = self.split.sizes()
@@ -250,8 +261,25 @@ class MoleculeDataModule(L.LightningDataModule):
         the run holds one out, validation."""
         return [name for name in PREDICTED_SETS if len(self.set_ids[name])]
 
+    def validation_sets(self) -> list[str]:
+        """The sets validated every epoch, in the validation loaders' order: `val`, and
+        `val_tail` where the split has one (split.val=tail)."""
+        return [n for n in ("val", VAL_TAIL) if n in self.set_ids and len(self.set_ids[n])]
+
+    def validation_logs(self) -> list[list[str]]:
+        """Per validation loader, the prefixes its metrics are logged under, its own name
+        first. `val_*` (`val_loss`: what selects the tested checkpoint, stops early and
+        scores a search's trial) is the selection set's: `val_tail` where the split has
+        one, else `val`. With two sets each is also logged as its own, `val_id_*` and
+        `val_tail_*`, which nothing monitors."""
+        sets = self.validation_sets()
+        if len(sets) == 1:
+            return [["val"]]
+        return [[OWN_PREFIX[name], *(["val"] if name == VAL_TAIL else [])] for name in sets]
+
     def val_dataloader(self) -> DataLoader | list:
-        return self._loader("val") if len(self.set_ids["val"]) else []
+        loaders = [self._loader(name) for name in self.validation_sets()]
+        return loaders[0] if len(loaders) == 1 else loaders
 
     def state_dict(self) -> dict[str, dict[str, int]]:
         """How far training got: the epoch, and the batches of it already trained."""

@@ -55,15 +55,25 @@ class Regressor(L.LightningModule):
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+    def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        """The loss (scaled MSE) and RMSE of one validation set, under each name the
+        datamodule gives it (`val_*` for the set that selects; see `validation_logs`)."""
         mean = self.predict_batch(batch).mean
         y = batch.y.to(mean.dtype)
-        scaled_mse = torch.mean(((mean - y) / self.y_std) ** 2)
-        size = len(y)
-        self.log("val_loss", scaled_mse, batch_size=size, prog_bar=True, sync_dist=True)
-        self.log(
-            "val_rmse", torch.sqrt(torch.mean((mean - y) ** 2)), batch_size=size, sync_dist=True
-        )
+        values = {
+            "loss": torch.mean(((mean - y) / self.y_std) ** 2),
+            "rmse": torch.sqrt(torch.mean((mean - y) ** 2)),
+        }
+        for prefix in self.trainer.datamodule.validation_logs()[dataloader_idx]:
+            for metric, value in values.items():
+                self.log(
+                    f"{prefix}_{metric}",
+                    value,
+                    batch_size=len(y),
+                    prog_bar=prefix == "val" and metric == "loss",
+                    sync_dist=True,
+                    add_dataloader_idx=False,
+                )
 
     def test_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> dict:
         prediction = self.predict_test(batch)

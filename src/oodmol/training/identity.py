@@ -38,6 +38,7 @@ EXECUTION_KEYS = frozenset(
         "train",
         "test",
         "optimized_metric",
+        "test_trials",
         "seed",
     }
 )
@@ -60,6 +61,9 @@ LOCATION_KEYS = frozenset({"dirpath", "output_dir", "save_dir"})
 # model settings every config has (configs/train.yaml) that change nothing at these
 # values: left out of the key then, so runs made before they existed keep their folders
 NEUTRAL_MODEL_SETTINGS = {"init_from": None, "freeze": []}
+# split settings every split config has that change nothing at these values (the test
+# sets never change; split.val=tail and split.subset change the training set)
+NEUTRAL_SPLIT_SETTINGS = {"val": "random", "subset": None}
 # model settings that only name things (model.parts: names model.freeze may use)
 NAMING_MODEL_SETTINGS = ("parts",)
 # callbacks that only observe a run
@@ -88,6 +92,7 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     if isinstance(model, dict):
         excluded += [(model, k) for k, v in NEUTRAL_MODEL_SETTINGS.items() if model.get(k) == v]
         excluded += [(model, k) for k in NAMING_MODEL_SETTINGS if k in model]
+    excluded += _neutral(tree.get("split"), NEUTRAL_SPLIT_SETTINGS)
     for parent, key in excluded:
         parent[key] = PLACEHOLDER
     resolved = OmegaConf.to_container(OmegaConf.create(tree), resolve=True)
@@ -126,6 +131,9 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
     Hyperparameters such as the epoch budget may differ (training on for longer)."""
     part = {k: _resolved(cfg, k) for k in ("task", "split", "model", "uq", "seed", "max_molecules")}
     task, uq = part["task"] or {}, part["uq"] or {}
+    if isinstance(part["split"], dict):
+        for parent, key in _neutral(part["split"], NEUTRAL_SPLIT_SETTINGS):
+            del parent[key]
     return {
         "task": task.get("name"),
         "data": task.get("checksum") or task.get("source"),
@@ -164,6 +172,13 @@ def _resolved(cfg: DictConfig, key: str) -> Any:
     """One top-level setting, resolved on its own (a run's location may not exist yet)."""
     value = cfg.get(key)
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def _neutral(section: Any, neutral: dict[str, Any]) -> list[tuple[dict, str]]:
+    """(section, key) of every setting of `section` at its neutral value."""
+    if not isinstance(section, dict):
+        return []
+    return [(section, k) for k, v in neutral.items() if k in section and section[k] == v]
 
 
 def _locations(tree: Any) -> list[tuple[dict, str]]:

@@ -90,3 +90,29 @@ class TrainingRecord(L.Callback):
             ],
             "validated_epochs": len(self.validation),
         }
+
+
+def validation_summary(record: TrainingRecord, datamodule, selects: bool) -> dict:
+    """The `validation` section of metrics.json: which set selected the tested epoch
+    (`selected_on`; null where the last epoch is tested), and per validation set its
+    best loss (the minimum over epochs, what a search selecting on it would read), that
+    epoch, and its loss at the tested epoch. Recorded for every set, whichever selects, so
+    that one search's trials can be compared under either rule afterwards."""
+    sets = datamodule.validation_sets()
+    logs = datamodule.validation_logs()
+    tested = record.best_epoch("val_loss", "min") if selects else None
+    if not selects and record.validation:
+        tested = record.validation[-1]
+    summary: dict = {"selected_on": None, "sets": {}}
+    for name, prefixes in zip(sets, logs, strict=True):
+        metric = f"{prefixes[0]}_loss"
+        best = record.best_epoch(metric, "min")
+        if "val" in prefixes and selects:
+            summary["selected_on"] = name
+        summary["sets"][name] = {
+            "metric": metric,
+            "best_loss": None if best is None else best[metric],
+            "best_epoch": None if best is None else best["epoch"],
+            "tested_loss": None if tested is None else tested.get(metric),
+        }
+    return summary

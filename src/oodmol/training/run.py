@@ -32,7 +32,7 @@ from oodmol.training.identity import config_key, run_identity
 from oodmol.training.loggers import Resumable
 from oodmol.training.preemption import PreemptionCheckpoint, trainer_is_rank_zero
 from oodmol.training.random_state import RandomState
-from oodmol.training.record import TrainingRecord
+from oodmol.training.record import TrainingRecord, validation_summary
 from oodmol.training.run_folder import (
     CHECKPOINT_DIR,
     LAST_CHECKPOINT,
@@ -150,12 +150,15 @@ class RunCallbacks:
         try:
             if cfg.train:
                 trainer.fit(model, datamodule=dm, ckpt_path=checkpoint, weights_only=True)
-            if cfg.optimized_metric:  # a hyperparameter search's objective: no test set
-                return self._objective(trainer)
-            if not cfg.test:
-                return None
+            # a hyperparameter search's objective, read from validation alone; its trials
+            # are tested only where asked (test_trials: the selection ablation)
+            objective = self._objective(trainer) if cfg.optimized_metric else None
+            if not cfg.test or (objective is not None and not cfg.test_trials):
+                return None if objective is None else objective["value"]
             evaluation = next(c for c in trainer.callbacks if isinstance(c, TestEvaluation))
-            evaluation.add_facts(self._facts(trainer))
+            evaluation.add_facts(
+                self._facts(trainer) | ({"objective": objective} if objective else {})
+            )
             selected = _best_checkpoint(trainer) or (self.last.last_model_path or None)
             trainer.test(model, datamodule=dm, ckpt_path=selected, weights_only=True)
         except SIGTERMException:
@@ -167,7 +170,7 @@ class RunCallbacks:
             summary = {s: evaluation.metrics[s] for s in ("id", "ood")}
             log.info("test metrics:\n%s", json.dumps(summary, indent=2))
             print(f"[oodmol] results in {evaluation.output_dir}")
-        return evaluation.metrics
+        return evaluation.metrics if objective is None else objective["value"]
 
     def _facts(self, trainer: L.Trainer) -> dict:
         """What metrics.json says about training: its record, budget and flags."""
@@ -182,6 +185,9 @@ class RunCallbacks:
                 "protocol": self.cfg.protocol.name,
                 **self._tested(trainer),
             },
+            "validation": validation_summary(
+                self.record, trainer.datamodule, _checkpoint_callback(trainer) is not None
+            ),
             "flags": [SHORTENED] if shortened else [],
             **({"transfer": self.transfer} if self.transfer else {}),
         }
@@ -214,9 +220,9 @@ class RunCallbacks:
             "debug": self.debug,
         }
 
-    def _objective(self, trainer: L.Trainer) -> float:
-        """`optimized_metric` at the epoch the checkpoint selected, recorded in a
-        metrics.json (a search trial is complete without a test)."""
+    def _objective(self, trainer: L.Trainer) -> dict:
+        """`optimized_metric` at the epoch the checkpoint selected (name, value, epoch),
+        recorded in a metrics.json (a search trial is complete without a test)."""
         name = self.cfg.optimized_metric
         checkpoint = _checkpoint_callback(trainer)
         monitor, mode = (checkpoint.monitor, checkpoint.mode) if checkpoint else (name, "min")
@@ -230,14 +236,13 @@ class RunCallbacks:
                 f"{sorted(logged)}",
                 2,
             )
-        value = best[name]
+        objective = {"name": name, "value": best[name], "epoch": best["epoch"]}
         if trainer.global_rank == 0:
             atomic_write_json(
                 self.folder / METRICS_FILE,
-                self._header(trainer, "complete")
-                | {"objective": {"name": name, "value": value, "epoch": best["epoch"]}},
+                self._header(trainer, "complete") | {"objective": objective},
             )
-        return value
+        return objective
 
     def _write_failure(self, trainer: L.Trainer, error: Exception) -> None:
         if trainer.global_rank != 0:

@@ -13,6 +13,11 @@ from oodmol.data.table import MoleculeTable
 from oodmol.io import atomic_write_json
 
 SETS = ("train", "val", "id", "ood")
+# a set only some splits have (split.val=tail: a pseudo-OOD validation set cut from the
+# training pool's KDE tails); a split without it has exactly the four sets and the hash
+# it always had
+VAL_TAIL = "val_tail"
+ALL_SETS = (*SETS, VAL_TAIL)
 
 
 class LeakageError(ValueError):
@@ -25,45 +30,54 @@ class EmptySetError(ValueError):
 
     def __init__(self, sizes: dict[str, int], what: str, remedy: str) -> None:
         empty = empty_sets(sizes)
-        shown = ", ".join(f"{name} {sizes[name]}" for name in SETS)
+        shown = ", ".join(f"{name} {n}" for name, n in sizes.items())
         named = " and ".join([", ".join(empty[:-1]), empty[-1]] if len(empty) > 1 else empty)
         verb = "sets are" if len(empty) > 1 else "set is"
         super().__init__(f"{what}: {shown}; the {named} {verb} empty; {remedy}")
 
 
 def empty_sets(sizes: dict[str, int]) -> list[str]:
-    return [name for name in SETS if sizes[name] == 0]
+    return [name for name in ALL_SETS if name in sizes and sizes[name] == 0]
 
 
 @dataclass(frozen=True)
 class SplitAssignment:
-    """Molecule ids per set; `info` records how the split was made (settings, sizes)."""
+    """Molecule ids per set; `info` records how the split was made (settings, sizes).
+    Every split has the four SETS; VAL_TAIL only where the split made one."""
 
     sets: dict[str, np.ndarray]  # set name -> sorted int64 mol ids
     info: dict = field(default_factory=dict)
 
     @classmethod
     def from_roles(cls, mol_id: np.ndarray, roles: np.ndarray, info: dict) -> SplitAssignment:
-        """From a role per molecule (an index into SETS)."""
-        sets = {name: np.sort(mol_id[roles == i]).astype(np.int64) for i, name in enumerate(SETS)}
+        """From a role per molecule (an index into ALL_SETS; negative: in no set)."""
+        sets = {
+            name: np.sort(mol_id[roles == i]).astype(np.int64)
+            for i, name in enumerate(ALL_SETS)
+            if name in SETS or (roles == i).any()
+        }
         return cls(sets, info)
+
+    def names(self) -> list[str]:
+        """The split's sets, in ALL_SETS order."""
+        return [name for name in ALL_SETS if name in self.sets]
 
     @property
     def hash(self) -> str:
         """Content hash of the assignment; goes into every metrics.json."""
         h = hashlib.sha256()
-        for name in SETS:
+        for name in self.names():
             h.update(name.encode())
             h.update(self.sets[name].tobytes())
         return h.hexdigest()[:16]
 
     def sizes(self) -> dict[str, int]:
-        return {name: len(self.sets[name]) for name in SETS}
+        return {name: len(self.sets[name]) for name in self.names()}
 
     def role_of(self, mol_id: np.ndarray) -> np.ndarray:
         """Set name of each molecule id ('' if it is in no set)."""
         roles = np.full(len(mol_id), "", dtype=object)
-        for name in SETS:
+        for name in self.names():
             roles[np.isin(mol_id, self.sets[name])] = name
         return roles
 
@@ -71,7 +85,7 @@ class SplitAssignment:
         """No molecule, and no canonical SMILES, may be in two sets."""
         seen: dict[str, str] = {}
         clashes = []
-        for name in SETS:
+        for name in self.names():
             for smiles in table.smiles[table.rows_of(self.sets[name])]:
                 other = seen.setdefault(str(smiles), name)
                 if other != name:
@@ -85,7 +99,7 @@ class SplitAssignment:
         payload = {
             "hash": self.hash,
             "info": self.info,
-            "sets": {name: self.sets[name].tolist() for name in SETS},
+            "sets": {name: self.sets[name].tolist() for name in self.names()},
         }
         atomic_write_json(path, payload)
 

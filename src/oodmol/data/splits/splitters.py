@@ -8,11 +8,12 @@ import numpy as np
 from rdkit import Chem, RDLogger
 from rdkit.Chem.Scaffolds import MurckoScaffold
 
-from oodmol.data.splits.assignment import SETS, EmptySetError, SplitAssignment, empty_sets
+from oodmol.data.splits.assignment import ALL_SETS, EmptySetError, SplitAssignment, empty_sets
 from oodmol.data.splits.kde import gaussian_kde_log_density, scott_bandwidth
 from oodmol.data.table import MoleculeTable
 
-TRAIN, VAL, ID, OOD = range(len(SETS))
+TRAIN, VAL, ID, OOD, VAL_TAIL = range(len(ALL_SETS))
+VALIDATION_RULES = ("random", "tail")
 
 
 def resolve_size(size: int | float, n: int) -> int:
@@ -30,6 +31,16 @@ class Splitter(ABC):
     seeded random `id_fraction` becomes the ID test set, `val_fraction` of what remains
     the validation set, the rest training. Randomness is drawn over molecules ordered by
     id, so the result does not depend on row order, process or platform.
+
+    Two options change only the training set, never the test sets (both are left out of
+    `settings`, hence of the split file's name, at their defaults):
+    - `val="tail"` cuts a second validation set, `val_tail`, as large as `val`, from the
+      training molecules by the OOD set's own rule: the lowest-density values of a
+      Gaussian KDE (Scott's bandwidth) fitted on the training molecules' property alone,
+      ties by smallest id. Runs select on it (`val_loss`) and still score `val`.
+    - `subset=[fraction, repeat]` keeps a seeded `fraction` of the training molecules
+      (learning curves): for one `repeat` the subsets are nested as the fraction grows,
+      and each repeat draws its own order. The other training molecules are in no set.
     """
 
     name: str
@@ -41,20 +52,30 @@ class Splitter(ABC):
         val_fraction: float = 0.10,
         seed: int = 0,
         name: str | None = None,
+        val: str = "random",
+        subset: tuple[float, int] | None = None,
     ) -> None:
         self.name = name or self.name
         self.ood_size = ood_size
         self.id_fraction = id_fraction
         self.val_fraction = val_fraction
         self.seed = seed
+        if val not in VALIDATION_RULES:
+            raise ValueError(f"split.val must be one of {VALIDATION_RULES}, got {val!r}")
+        self.val = val
+        self.subset = None if subset is None else _checked_subset(subset)
 
     def settings(self) -> dict:
+        extra = {"val": self.val} if self.val != "random" else {}
+        if self.subset is not None:
+            extra["subset"] = list(self.subset)
         return {
             "splitter": self.name,
             "ood_size": self.ood_size,
             "id_fraction": self.id_fraction,
             "val_fraction": self.val_fraction,
             "seed": self.seed,
+            **extra,
         }
 
     def columns(self, target: str) -> tuple[str, ...]:
@@ -63,9 +84,14 @@ class Splitter(ABC):
 
     def split(self, table: MoleculeTable, target: str) -> SplitAssignment:
         order = np.argsort(table.mol_id, kind="stable")
-        roles, info = self._roles(table.take(order), target)
+        table = table.take(order)
+        roles, info = self._roles(table, target)
+        if self.val == "tail":
+            info["val_tail"] = self._cut_tail_validation(roles, table, target)
+        if self.subset is not None:
+            info["subset"] = self._keep_training_subset(roles)
         info = {**self.settings(), **info}
-        split = SplitAssignment.from_roles(table.mol_id[order], roles, info)
+        split = SplitAssignment.from_roles(table.mol_id, roles, info)
         split.info["sizes"] = split.sizes()
         if empty_sets(split.sizes()):
             what = f"the {self.name} split of {len(table)} molecules gives"
@@ -85,6 +111,43 @@ class Splitter(ABC):
         }
         return "; ".join(change[name] for name in empty) + "; or use more molecules"
 
+    def _cut_tail_validation(self, roles: np.ndarray, table: MoleculeTable, target: str) -> dict:
+        """Training molecules of lowest KDE density among the training molecules become
+        VAL_TAIL, as many as VAL holds (the rule of the OOD set, on the pool alone)."""
+        train = np.flatnonzero(roles == TRAIN)
+        n_tail = int((roles == VAL).sum())
+        if n_tail == 0 or n_tail >= len(train):
+            raise ValueError(
+                f"split.val=tail cuts a validation set as large as val ({n_tail}) from the "
+                f"{len(train)} training molecules; change split.val_fraction "
+                f"(now {self.val_fraction}) or use more molecules"
+            )
+        y = table.targets[self.columns(target)[0]][train]
+        h = scott_bandwidth(len(y))
+        log_density = gaussian_kde_log_density(y, h)
+        ranked = np.lexsort((table.mol_id[train], log_density))
+        roles[train[ranked[:n_tail]]] = VAL_TAIL
+        tail_y = y[ranked[:n_tail]]
+        return {
+            "bandwidth_value": h,
+            "log_density_cut": float(log_density[ranked[n_tail - 1]]),
+            "target_range_kept": [
+                float(np.min(np.delete(y, ranked[:n_tail]))),
+                float(np.max(np.delete(y, ranked[:n_tail]))),
+            ],
+            "target_range_tail": [float(tail_y.min()), float(tail_y.max())],
+        }
+
+    def _keep_training_subset(self, roles: np.ndarray) -> dict:
+        """The first `fraction` of the training molecules in the repeat's seeded order;
+        the rest leaves every set."""
+        fraction, repeat = self.subset
+        train = np.flatnonzero(roles == TRAIN)
+        n_keep = max(1, round(fraction * len(train)))
+        order = np.random.default_rng([self.seed, 3, repeat]).permutation(len(train))
+        roles[train[order[n_keep:]]] = -1
+        return {"pool": len(train), "kept": n_keep}
+
     @abstractmethod
     def _roles(self, table: MoleculeTable, target: str) -> tuple[np.ndarray, dict]:
         """Roles of molecules sorted by id, and facts worth recording about the split."""
@@ -97,6 +160,27 @@ class Splitter(ABC):
         roles[rest[:n_id]] = ID
         roles[rest[n_id : n_id + n_val]] = VAL
         roles[rest[n_id + n_val :]] = TRAIN
+
+
+def _checked_subset(subset) -> tuple[float, int]:
+    """`[fraction, repeat]` with 0 < fraction <= 1 and a whole repeat >= 0."""
+    try:
+        fraction, repeat = subset
+    except (TypeError, ValueError):
+        fraction, repeat = None, None
+    if (
+        not isinstance(fraction, (int, float))
+        or isinstance(fraction, bool)
+        or not 0 < fraction <= 1
+        or not isinstance(repeat, int)
+        or isinstance(repeat, bool)
+        or repeat < 0
+    ):
+        raise ValueError(
+            f"split.subset must be [fraction, repeat] with 0 < fraction <= 1 and a whole "
+            f"repeat >= 0, e.g. split.subset=[0.1,0]; got {subset!r}"
+        )
+    return float(fraction), int(repeat)
 
 
 class KDETailSplitter(Splitter):
