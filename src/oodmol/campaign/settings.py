@@ -95,7 +95,8 @@ def _converted(key: str, value: str):
     try:
         return kinds.get(key, str)(value)
     except ValueError:
-        raise SettingsError(f"{key}={value}: not a {kinds[key].__name__}") from None
+        kind = "an integer" if kinds[key] is int else "a number"
+        raise SettingsError(f"{key}={value}: not {kind}") from None
 
 
 def campaign_key(settings: CampaignSettings, run_key: str) -> str:
