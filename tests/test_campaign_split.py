@@ -96,3 +96,16 @@ def test_campaign_arguments_are_its_own_and_the_rest_train_overrides() -> None:
 def test_bad_campaign_arguments_are_refused_saying_why(arguments, message) -> None:
     with pytest.raises(SettingsError, match=message):
         parse_arguments(arguments)
+
+
+def test_a_train_override_that_cannot_compose_stops_the_campaign_before_any_run(
+    capsys: pytest.CaptureFixture, tmp_path
+) -> None:
+    from oodmol.campaign.__main__ import main
+
+    base = ["acquisition=greedy", "rounds=1", "batch=1", f"out={tmp_path / 'c'}"]
+    assert main([*base, "model=nope"]) == 2
+    assert "Could not find 'model/nope'" in capsys.readouterr().err
+    assert main([*base, "model.nokey=3"]) == 2
+    assert "Could not override 'model.nokey'" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()

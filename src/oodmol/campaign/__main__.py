@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import sys
 
+from hydra.errors import HydraException
+
 from oodmol.campaign.driver import Campaign, CampaignError
 from oodmol.campaign.settings import SettingsError, parse_arguments
 
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings, overrides = parse_arguments(argv)
         return Campaign(settings, overrides).run()
-    except SettingsError as error:
+    except (SettingsError, HydraException) as error:  # a train.py override cannot compose
         print(f"oodmol campaign: {error}", file=sys.stderr)
         return 2
     except CampaignError as error:
