@@ -80,7 +80,7 @@ def _respelled(smiles: str) -> str:
 
 def test_help_lists_every_command(cli: TinyTask) -> None:
     out = cli.result("help").ok().stdout
-    for command in ("train", "evaluate", "predict", "data", "report", "uq"):
+    for command in ("train", "evaluate", "predict", "data", "report", "uq", "campaign"):
         assert f"oodmol {command}" in out
 
 

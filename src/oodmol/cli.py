@@ -8,6 +8,8 @@ oodmol report   <runs> --out <dir>     the leaderboard of a folder of runs
 oodmol reproduce <runs> [--run]        BOOM's numbers beside ours under both protocols
 oodmol uq       combine <members> --out <dir>       combine ensemble members
 oodmol ablation {transfer,augmentation} <runs> --out <dir>   BOOM's Figs. 5 and 7
+oodmol campaign task=... acquisition=... rounds=R batch=B   a discovery campaign
+oodmol campaign-report <campaigns> --out <dir>     recall against acquired molecules
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ HYDRA_APPS = {
 }
 TOOLS = {
     "ablation": "oodmol.ablation.__main__",
+    "campaign": "oodmol.campaign.__main__",
+    "campaign-report": "oodmol.campaign.report",
     "data": "oodmol.data.__main__",
     "report": "oodmol.report.__main__",
     "reproduce": "oodmol.apps.reproduce",
