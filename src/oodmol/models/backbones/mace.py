@@ -40,6 +40,7 @@ the l = 1, 2 features of the first layer transform with e3nn's Wigner D matrices
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import torch
 from e3nn import nn as e3nn_nn
@@ -237,7 +238,7 @@ class MACE(nn.Module):
         num_channels: int = 256,
         max_L: int = 2,
         correlation: int = 2,
-        radial_mlp: list[int] | None = None,
+        radial_mlp: Sequence[int] = (64, 64, 64),
         mlp_irreps: str = "16x0e",
         max_z: int = 119,
     ) -> None:
@@ -265,7 +266,6 @@ class MACE(nn.Module):
             sh_irreps, normalize=True, normalization="component"
         )
         interaction_irreps = (sh_irreps * num_channels).sort()[0].simplify()
-        radial_mlp = [64, 64, 64] if radial_mlp is None else list(radial_mlp)
 
         self.interactions = nn.ModuleList()
         self.products = nn.ModuleList()
@@ -284,7 +284,7 @@ class MACE(nn.Module):
                     interaction_irreps,
                     hidden_out,
                     avg_num_neighbors,
-                    radial_mlp,
+                    list(radial_mlp),
                     residual=t > 0,
                 )
             )
