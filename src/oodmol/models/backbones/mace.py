@@ -17,7 +17,7 @@ The model `mace_run_train --model MACE` builds (BOOM's), per layer t:
   added to the product basis from the features before it in the later ones
   ("RealAgnosticResidualInteraction");
 - readout: a linear map to one energy per atom after every layer but the last, an MLP
-  (16x0e, SiLU) after the last, summed over the layers.
+  (16x0e, SiLU) after the last (linear too if there is only one), summed over the layers.
 
 The backbone returns those per-atom energies ([N, 1]) and each atom's molecule; the
 task's readout pools them (a sum in BOOM, where every property is treated as an energy:
@@ -295,7 +295,7 @@ class MACE(nn.Module):
             )
             self.readouts.append(
                 NonLinearReadoutBlock(hidden_out, o3.Irreps(mlp_irreps))
-                if last
+                if last and t > 0  # mace: a single layer reads out linearly
                 else LinearReadoutBlock(hidden_out)
             )
             self.hidden_irreps.append(hidden_out)
