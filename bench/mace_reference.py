@@ -5,6 +5,8 @@ process. Runs in the side environment that has mace-torch:
 
     make bench-mace ARGS="--batch-size 8 --batches 4 --threads 1"
 
+(with OODMOL_SOURCE_DIR set where the data must come from an offline copy).
+
 Ours searches neighbours inside its forward pass (timed); mace's neighbour lists are
 built by its data pipeline, here before the clock starts, so the comparison is
 conservative for ours. The last line is `reference_ratio=<ours/reference>` of the
@@ -129,7 +131,7 @@ def main() -> None:
     rows = {}
     for side in ("ours", "reference"):
         command = [sys.executable, __file__, "--one", side, *sys.argv[1:]]
-        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
         rows[side] = json.loads(output.strip().splitlines()[-1])
     header = ("side", "params", "atoms/batch", "train mol/s", "s/step", "peak MB")
     print("{:<10} {:>9} {:>11} {:>12} {:>8} {:>8}".format(*header))
