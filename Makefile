@@ -13,7 +13,7 @@ export OODMOL_SOURCE_DIR ?= $(abspath ../shared/data)
 endif
 
 .PHONY: install train test test-slurm lint bench chemprop-env bench-chemprop gotennet-env \
-	test-gotennet-reference bench-gotennet clean
+	test-gotennet-reference bench-gotennet mace-env test-mace-reference bench-mace clean
 
 install: $(VENV)/.installed
 
@@ -91,5 +91,29 @@ test-gotennet-reference: gotennet-env
 bench-gotennet: gotennet-env
 	$(GOTENNET_VENV)/bin/python bench/gotennet_reference.py $(ARGS)
 
+# mace-torch 0.3.16 pins e3nn==0.4.4, whose import fails under torch 2.13's weights-only
+# torch.load; installed --no-deps beside e3nn 0.6 it imports and computes the same. Its
+# `import mace` also turns off safe loading for the whole process
+# (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1), so it lives only here, never in $(VENV): the
+# reference for tests/test_mace_equivalence.py and bench/mace_reference.py.
+MACE_VENV ?= .venv-mace
+MACE_DEPS ?= ase opt_einsum prettytable torch-ema matscipy configargparse h5py gitpython \
+	torchmetrics python-hostlist orjson
+mace-env: $(MACE_VENV)/.installed
+
+$(MACE_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(MACE_VENV)
+	$(MACE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MACE_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(MACE_VENV)/bin/python -m pip install --quiet -e '.[dev]' $(MACE_DEPS)
+	$(MACE_VENV)/bin/python -m pip install --quiet --no-deps mace-torch==0.3.16
+	touch $@
+
+test-mace-reference: mace-env
+	$(MACE_VENV)/bin/python -m pytest -q tests/test_mace_equivalence.py $(ARGS)
+
+bench-mace: mace-env
+	$(MACE_VENV)/bin/python bench/mace_reference.py $(ARGS)
+
 clean:
-	rm -rf $(VENV) $(CHEMPROP_VENV) $(GOTENNET_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CHEMPROP_VENV) $(GOTENNET_VENV) $(MACE_VENV) .pytest_cache .ruff_cache

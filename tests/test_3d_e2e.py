@@ -23,6 +23,7 @@ TINY = {
     "painn": ["hidden=8", "layers=1"],
     "et": ["hidden=8", "layers=1", "heads=2"],
     "painn_dipole": ["hidden=8", "layers=1"],
+    "mace": ["num_channels=4", "radial_mlp=[8]", "mlp_irreps=4x0e"],
 }
 
 

@@ -13,6 +13,7 @@ from oodmol.data.features import PointCloudFeatures, VectorFeatures
 from oodmol.data.featurize.fingerprints import MorganFingerprint
 from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.statistics import (
+    AtomReferenceFit,
     AverageNeighbours,
     ElementOffsets,
     ElementsPresent,
@@ -78,6 +79,31 @@ def test_element_offsets_recover_a_sum_of_per_element_terms(train: TrainingSplit
     assert offsets["1"] == pytest.approx(-0.5) and offsets["7"] == pytest.approx(3.0)
     assert 2 * offsets["6"] + offsets["8"] == pytest.approx(9.0)
     assert set(offsets) == {"1", "6", "7", "8"}
+
+
+def test_atom_reference_fit_leaves_the_part_of_the_targets_the_offsets_miss(
+    tmp_path: Path,
+) -> None:
+    """Targets Σ offsets + a known remainder: the fit recovers the offsets of the training
+    molecules' elements (not the test molecule's F) and the remainder's mean and spread."""
+    store, ids, y = point_clouds(tmp_path)
+    features = PointCloudFeatures()
+    features.fit(store, ids)
+    exact = AtomReferenceFit().compute(TrainingSplit(store, features, ids, y))
+    assert exact["offsets"] == ElementOffsets().compute(TrainingSplit(store, features, ids, y))
+    assert set(exact["offsets"]) == {"1", "6", "7", "8"}
+    # nothing is left: the mean is 0 and the spread falls back to 1
+    assert exact["residual_mean"] == pytest.approx(0.0, abs=1e-9)
+    assert exact["residual_std"] == 1.0
+    # one more H2 molecule with a target 1.0 above Σ offsets: least squares gives H
+    # −0.5 + 0.25 and leaves ±0.5 on the two H2 molecules, 0 on the others
+    extra = np.append(ids, 2)
+    shifted = np.append(y, y[2] + 1.0)
+    fit = AtomReferenceFit().compute(TrainingSplit(store, features, extra, shifted))
+    assert fit["offsets"]["1"] == pytest.approx(-0.25)
+    residuals = np.array([0.0, 0.0, -0.5, 0.5])
+    assert fit["residual_mean"] == pytest.approx(0.0, abs=1e-9)
+    assert fit["residual_std"] == pytest.approx(residuals.std(ddof=1))
 
 
 def test_feature_fact_reads_the_fitted_features(tmp_path: Path) -> None:

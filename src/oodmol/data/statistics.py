@@ -1,6 +1,6 @@
 """Facts about the training split that a model is built from: input widths, the elements
 present, the average number of neighbours within a cutoff, per-element target offsets,
-a vocabulary's size.
+a vocabulary's size, an atom-reference prior.
 
 A model's YAML declares which constructor argument receives which, under
 `model.statistics` (a path inside `model.module`, and the statistic):
@@ -114,21 +114,46 @@ class AverageNeighbours(Statistic):
         return edges / atoms if atoms else 0.0
 
 
+def element_counts(numbers: list[np.ndarray]) -> tuple[np.ndarray, list[int]]:
+    """How many atoms of each element every molecule has, [molecules, elements], and the
+    elements (sorted atomic numbers) that index its columns."""
+    elements = sorted({int(z) for z in np.concatenate(numbers)})
+    column = {z: i for i, z in enumerate(elements)}
+    counts = np.zeros((len(numbers), len(elements)))
+    for row, molecule in enumerate(numbers):
+        for z, n in zip(*np.unique(molecule, return_counts=True), strict=True):
+            counts[row, column[int(z)]] = n
+    return counts, elements
+
+
 class ElementOffsets(Statistic):
     """Per-element contributions to the target fitted by least squares on the element
     counts of the training molecules (MACE's "E0s: average"): y ≈ Σ_e n_e(molecule) E_e.
     Returns {atomic number (as text): offset}."""
 
     def compute(self, train: TrainingSplit) -> dict[str, float]:
-        numbers = train.arrays("z")
-        elements = sorted({int(z) for z in np.concatenate(numbers)})
-        column = {z: i for i, z in enumerate(elements)}
-        counts = np.zeros((len(numbers), len(elements)))
-        for row, molecule in enumerate(numbers):
-            for z, n in zip(*np.unique(molecule, return_counts=True), strict=True):
-                counts[row, column[int(z)]] = n
+        counts, elements = element_counts(train.arrays("z"))
         offsets, *_ = np.linalg.lstsq(counts, np.asarray(train.targets, float), rcond=None)
-        return {str(z): float(offsets[column[z]]) for z in elements}
+        return {str(z): float(e) for z, e in zip(elements, offsets, strict=True)}
+
+
+class AtomReferenceFit(Statistic):
+    """The atom-reference prior of a regressor (`PropertyRegressor(atom_reference=...)`):
+    the `ElementOffsets` and the mean and standard deviation of what they leave of the
+    training targets, y − Σ_e n_e E_e, which the network then learns (standardised).
+    Returns {"offsets": {atomic number: offset}, "residual_mean": m, "residual_std": s}."""
+
+    def compute(self, train: TrainingSplit) -> dict[str, Any]:
+        offsets = ElementOffsets().compute(train)
+        counts, elements = element_counts(train.arrays("z"))
+        prior = counts @ np.array([offsets[str(z)] for z in elements])
+        residuals = np.asarray(train.targets, float) - prior
+        spread = float(residuals.std(ddof=1)) if len(residuals) > 1 else 0.0
+        return {
+            "offsets": offsets,
+            "residual_mean": float(residuals.mean()),
+            "residual_std": spread if spread > 0 else 1.0,
+        }
 
 
 def compute_statistics(

@@ -11,6 +11,7 @@ from oodmol.data.batches import Batch
 from oodmol.models.base import Prediction, Regressor
 from oodmol.models.heads import RegressionHead
 from oodmol.models.likelihood import GaussianLikelihood, PointLikelihood
+from oodmol.models.prior import AtomReference
 from oodmol.models.readout import Readout
 from oodmol.models.schedules import build_scheduler
 from oodmol.training.optim import build_optimizer
@@ -35,6 +36,12 @@ class PropertyRegressor(Regressor):
     belongs to the model's config rather than to the trainer's. `parameter_groups` sets
     weight decay, learning-rate factors and frozen parts per parameter
     (`oodmol.training.optim`).
+
+    `atom_reference` (the `AtomReferenceFit` statistic of the training molecules) adds
+    fixed per-element offsets to the prediction (`oodmol.models.prior`); the targets are
+    then standardised by what the offsets leave of them. `per_atom_loss` divides each
+    molecule's error by its number of atoms (MACE's energy loss, for models that sum
+    per-atom terms); it needs a point head.
     """
 
     def __init__(
@@ -51,6 +58,8 @@ class PropertyRegressor(Regressor):
         test_passes: int = 1,
         gradient_clip_norm: float | None = None,
         parameter_groups: dict | None = None,
+        atom_reference: dict | None = None,
+        per_atom_loss: bool = False,
     ) -> None:
         super().__init__()
         if test_passes > 1 and mc_dropout is None:
@@ -58,6 +67,11 @@ class PropertyRegressor(Regressor):
         self.backbone = backbone
         self.readout = Readout(extensive)
         self.likelihood = likelihood or PointLikelihood()
+        if per_atom_loss and not isinstance(self.likelihood, PointLikelihood):
+            raise ValueError("per_atom_loss needs a point head, not a mean-variance one")
+        self.per_atom_loss = per_atom_loss
+        self.prior = None if atom_reference is None else AtomReference(atom_reference["offsets"])
+        self.residual_scaling = atom_reference
         self.head = RegressionHead(
             backbone.out_dim, head_hidden, head_dropout, self.likelihood.n_outputs
         )
@@ -77,6 +91,19 @@ class PropertyRegressor(Regressor):
         if stage == "fit":
             self.n_train = len(self.trainer.datamodule.train_targets)
 
+    def fit_target_scaling(self, train_targets) -> None:
+        """With an atom reference, the mean and spread of what it leaves of the training
+        targets (computed with it, from the training molecules)."""
+        if self.prior is None:
+            super().fit_target_scaling(train_targets)
+            return
+        self.y_mean.fill_(self.residual_scaling["residual_mean"])
+        self.y_std.fill_(self.residual_scaling["residual_std"])
+
+    def prior_of(self, batch: Batch) -> torch.Tensor | float:
+        """The atom reference's part of each molecule's prediction (0 without one)."""
+        return 0.0 if self.prior is None else self.prior(batch)
+
     def forward(self, batch: Batch) -> torch.Tensor:
         """Standardised head output: (B,) for a point head, (B, 2) for mean-variance."""
         out = self.backbone(batch)
@@ -88,7 +115,8 @@ class PropertyRegressor(Regressor):
     def predict_batch(self, batch: Batch) -> Prediction:
         mean, var = self.likelihood.split(self(batch))
         aleatoric = None if var is None else var * self.y_std**2
-        return Prediction(mean * self.y_std + self.y_mean, var_aleatoric=aleatoric)
+        mean = mean * self.y_std + self.y_mean + self.prior_of(batch)
+        return Prediction(mean, var_aleatoric=aleatoric)
 
     def predict_test(self, batch: Batch) -> Prediction:
         if self.test_passes == 1:
@@ -103,8 +131,12 @@ class PropertyRegressor(Regressor):
         return Prediction(mean, epistemic, aleatoric)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        target = (batch.y - self.y_mean) / self.y_std
-        loss = self.likelihood.loss(self(batch), target)
+        target = (batch.y - self.prior_of(batch) - self.y_mean) / self.y_std
+        out = self(batch)
+        if self.per_atom_loss:
+            atoms = atom_counts(batch).to(out.dtype)
+            out, target = out / atoms, target / atoms
+        loss = self.likelihood.loss(out, target)
         self.log("train_loss", loss, batch_size=len(target), prog_bar=True)
         if self.mc_dropout is not None:
             loss = loss + self.mc_dropout.regularization(self.n_train)
@@ -131,3 +163,11 @@ class PropertyRegressor(Regressor):
                 "monitor": "val_loss",
             },
         }
+
+
+def atom_counts(batch: Batch) -> torch.Tensor:
+    """The number of atoms of each molecule of a point-cloud batch, [B]."""
+    molecule = getattr(batch, "molecule", None)
+    if molecule is None:
+        raise TypeError(f"per_atom_loss needs atoms (point clouds), not {type(batch).__name__}")
+    return torch.bincount(molecule, minlength=len(batch))
