@@ -144,7 +144,7 @@ def test_a_folder_of_another_campaign_and_bad_arguments_are_refused(tiny) -> Non
     other = tiny.result("other")
     assert other.returncode == 2 and "holds another campaign" in other.stderr
     subset = tiny.result("subset")
-    assert subset.returncode == 2 and "split.subset" in subset.stderr
+    assert subset.returncode == 2 and "split.max_per_set" in subset.stderr
 
 
 def test_a_rule_that_needs_sigma_stops_when_the_model_has_none(tiny) -> None:

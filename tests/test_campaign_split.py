@@ -43,12 +43,12 @@ def test_acquired_molecules_leave_the_pool_for_training_and_nothing_else_moves()
 def test_subset_is_drawn_once_before_any_acquisition() -> None:
     table = _table()
     base = KDETailSplitter(OOD_SIZE).split(table, "y")
-    start = CampaignSplitter(OOD_SIZE, subset=25).split(table, "y")
+    start = CampaignSplitter(OOD_SIZE, max_per_set=25).split(table, "y")
     for name in ("train", "val", "id", "ood"):
         assert len(start.sets[name]) == min(25, len(base.sets[name]))
         assert np.isin(start.sets[name], base.sets[name]).all()
     acquired = start.sets["ood"][:4].tolist()
-    later = CampaignSplitter(OOD_SIZE, subset=25, acquired=acquired).split(table, "y")
+    later = CampaignSplitter(OOD_SIZE, max_per_set=25, acquired=acquired).split(table, "y")
     np.testing.assert_array_equal(later.sets["train"], np.union1d(start.sets["train"], acquired))
     np.testing.assert_array_equal(later.sets["ood"], np.setdiff1d(start.sets["ood"], acquired))
 
@@ -62,17 +62,17 @@ def test_molecules_outside_the_pool_or_named_twice_are_refused() -> None:
     pooled = int(base.sets["ood"][0])
     with pytest.raises(ValueError, match="twice"):
         CampaignSplitter(OOD_SIZE, acquired=[pooled, pooled])
-    with pytest.raises(ValueError, match="subset"):
-        CampaignSplitter(OOD_SIZE, subset=0)
+    with pytest.raises(ValueError, match="max_per_set"):
+        CampaignSplitter(OOD_SIZE, max_per_set=0)
 
 
 def test_campaign_arguments_are_its_own_and_the_rest_train_overrides() -> None:
     settings, overrides = parse_arguments(
         ["task=csd10k_density", "acquisition=ei", "rounds=4", "batch=50", "uq=ensemble",
-         "kappa=1.5", "direction=both", "split.subset=500"]
+         "kappa=1.5", "direction=both", "split.max_per_set=500"]
     )  # fmt: skip
     assert settings == CampaignSettings("ei", 4, 50, kappa=1.5, direction="both")
-    assert overrides == ["task=csd10k_density", "uq=ensemble", "split.subset=500"]
+    assert overrides == ["task=csd10k_density", "uq=ensemble", "split.max_per_set=500"]
     # rounds (a campaign may be extended) and out (where it lies) are not its identity
     assert settings.identity() == {
         "acquisition": "ei", "batch": 50, "kappa": 1.5, "direction": "both", "top_fraction": 0.01
@@ -87,7 +87,7 @@ def test_campaign_arguments_are_its_own_and_the_rest_train_overrides() -> None:
         (["acquisition=best", "rounds=2", "batch=1"], "acquisition must be one of"),
         (["acquisition=ucb", "rounds=0", "batch=1"], "rounds and batch must be >= 1"),
         (["acquisition=ucb", "rounds=1", "batch=1", "top_fraction=2"], "top_fraction"),
-        (["acquisition=ucb", "rounds=1", "batch=1", "max_molecules=64"], "split.subset"),
+        (["acquisition=ucb", "rounds=1", "batch=1", "max_molecules=64"], "split.max_per_set"),
         (["acquisition=ucb", "rounds=1", "batch=1", "split=random"], "split=ood_campaign"),
         (["acquisition=ucb", "rounds=1", "batch=1", "hydra.run.dir=x"], "out=<dir>"),
         (["acquisition=ucb", "rounds=1", "batch=1", "verbose"], "key=value"),

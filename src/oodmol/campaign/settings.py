@@ -15,7 +15,7 @@ RESERVED = {
     "split": "the campaign sets split=ood_campaign (configure it with split.<setting>)",
     "split.acquired": "the campaign sets the acquired molecules itself",
     "max_molecules": "it would cut the growing training set anew every round; use "
-    "split.subset=<n> (at most n molecules per set, drawn once before any acquisition)",
+    "split.max_per_set=<n> (at most n molecules per set, drawn once before any acquisition)",
     "hydra.run.dir": "each round runs in <campaign>/rounds/<r>; choose the campaign's folder "
     "with out=<dir>",
     "resume": "the campaign resumes its rounds itself",
