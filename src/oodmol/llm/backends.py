@@ -119,7 +119,7 @@ class HFBackend:
 
 
 # HTTP statuses worth asking again: the server is busy, overloaded or failed for a moment
-RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class OpenAIBackend:
