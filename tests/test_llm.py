@@ -11,6 +11,7 @@ import pytest
 from hydra.utils import instantiate
 from llm_helpers import StubServer, save_tiny_causal_lm, stub_server
 
+from oodmol.apps.llm import main
 from oodmol.config import compose_config
 from oodmol.llm.answers import AnswerLog, AnswerLogError
 from oodmol.llm.backends import BackendError, HFBackend, OpenAIBackend, RequestFailed
@@ -110,6 +111,13 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_tiny_causal_lm(tmp_path_factory.mktemp("tiny_lm"))
 
 
+def _in_order(backend, chats: list) -> list:
+    """A backend's answers in the chats' order (it yields them as they come)."""
+    replies = dict(backend.answer(chats))
+    assert sorted(replies) == list(range(len(chats)))
+    return [replies[i] for i in range(len(chats))]
+
+
 def _greedy(backend: HFBackend, text: str, add_special_tokens: bool) -> str:
     """The reference: argmax of the next-token logits, one token at a time, until the
     token budget or the end-of-text token."""
@@ -138,9 +146,9 @@ def test_hf_backend_answers_by_greedy_decoding(tiny_lm: Path, one_thread) -> Non
     left out of the answer."""
     backend = HFBackend(str(tiny_lm), max_new_tokens=6, batch_size=3, device="cpu")
     assert backend.settings()["chat_template"] is False
-    answers = backend.answer(CHATS)
+    answers = _in_order(backend, CHATS)
     assert answers == [_greedy(backend, plain_text(c), True) for c in CHATS]
-    assert answers == [backend.answer([c])[0] for c in CHATS]
+    assert answers == [_in_order(backend, [c])[0] for c in CHATS]
 
 
 def test_hf_backend_uses_the_tokenizers_chat_template(
@@ -156,7 +164,7 @@ def test_hf_backend_uses_the_tokenizers_chat_template(
         f"<user>{CHATS[1][0]['content']}\n<assistant>0.5000\n<user>{CHATS[1][2]['content']}\n"
         "<assistant>"
     )
-    assert backend.answer(CHATS[:1]) == [_greedy(backend, backend.render(CHATS[0]), False)]
+    assert _in_order(backend, CHATS[:1]) == [_greedy(backend, backend.render(CHATS[0]), False)]
     with pytest.raises(BackendError, match="chat_template=true"):
         HFBackend(str(tiny_lm), chat_template=True, device="cpu")
 
@@ -190,7 +198,7 @@ def test_openai_backend_retries_what_can_be_retried(monkeypatch: pytest.MonkeyPa
             concurrency=2,
             sleep=waits.append,
         )
-        answers = backend.answer([_chat(s) for s in ("CCO", "C500", "Cbad", "Cslow", "Cdown")])
+        answers = _in_order(backend, [_chat(s) for s in ("CCO", "C500", "Cbad", "Cslow", "Cdown")])
     assert answers[:4] == ["3.0000", "2.5", "abc", "3.25"]
     assert isinstance(answers[4], RequestFailed)
     assert str(answers[4]) == "3 attempts failed: HTTP 503; HTTP 503; HTTP 503"
@@ -207,3 +215,24 @@ def test_openai_backend_stops_on_errors_retrying_cannot_mend() -> None:
         with pytest.raises(BackendError, match="HTTP 404"):
             backend.ask(_chat("CCO"))
         assert len(stub.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["out=o.csv"], "backend=... is required"),
+        (["backend=gpt", "out=o.csv"], "backend='gpt'; one of hf, openai"),
+        (["backend=openai", "out=o.csv"], "openai.model=... is required"),
+        (["task=nope", "backend=hf", "out=o.csv"], "unknown task 'nope'; available:"),
+    ],
+)
+def test_usage_errors_are_named_before_any_data_is_read(
+    args: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_hf_backend_names_a_missing_model_folder(tmp_path: Path) -> None:
+    with pytest.raises(BackendError, match="no such folder"):
+        HFBackend(str(tmp_path / "nowhere"))

@@ -52,6 +52,10 @@ def main(argv: list[str]) -> int:
         for key in ("backend", "out"):
             if OmegaConf.is_missing(cfg, key):
                 raise UsageError(f"{key}=... is required (see configs/llm.yaml)")
+        if cfg.backend not in BACKENDS:
+            raise UsageError(f"backend={cfg.backend!r}; one of {', '.join(BACKENDS)}")
+        if OmegaConf.is_missing(cfg[cfg.backend], "model"):
+            raise UsageError(f"{cfg.backend}.model=... is required: the model to ask")
         return run(cfg)
     # ValueError: bad settings (shots, max_molecules, units) or another run's answers file;
     # OSError: a model that cannot be loaded
@@ -68,8 +72,6 @@ def main(argv: list[str]) -> int:
 
 
 def run(cfg: DictConfig) -> int:
-    if cfg.backend not in BACKENDS:
-        raise UsageError(f"backend={cfg.backend!r}; one of {', '.join(BACKENDS)}")
     unknown = sorted(set(cfg.sets) - {"id", "ood"})
     if unknown or not cfg.sets:
         raise UsageError(f"sets={list(cfg.sets)}: the test sets to ask about, of id and ood")
@@ -129,8 +131,6 @@ def run(cfg: DictConfig) -> int:
 
 def build_backend(cfg: DictConfig) -> Backend:
     settings = cfg[cfg.backend]
-    if OmegaConf.is_missing(settings, "model"):
-        raise UsageError(f"{cfg.backend}.model=... is required: the model to ask")
     if cfg.backend == "hf":
         return HFBackend(max_new_tokens=cfg.max_new_tokens, **settings)
     return OpenAIBackend(max_new_tokens=cfg.max_new_tokens, **settings)
@@ -153,8 +153,8 @@ def ask(
     max_consecutive_failures: int,
     progress: bool,
 ) -> list[dict]:
-    """Ask about every pending molecule, a chunk at a time, saving each chunk's answers
-    before the next; the requests that failed. Stops early when
+    """Ask about every pending molecule, a chunk at a time, saving each answer as it
+    arrives; the requests that failed. Stops after the chunk in which
     `max_consecutive_failures` requests in a row failed."""
     failures: list[dict] = []
     in_a_row = 0
@@ -163,17 +163,16 @@ def ask(
     for start in range(0, len(rows), backend.chunk_size):
         chunk = rows[start : start + backend.chunk_size]
         chats = [conversation(spec, r["smiles"], shots.examples(r["mol_id"])) for r in chunk]
-        done = []
-        for row, reply in zip(chunk, backend.answer(chats), strict=True):
+        for index, reply in backend.answer(chats):
+            row = chunk[index]
+            bar.update(1)
             if isinstance(reply, RequestFailed):
                 failures.append({"mol_id": int(row["mol_id"]), "error": str(reply)})
                 in_a_row += 1
                 continue
             in_a_row = 0
             record = {"mol_id": int(row["mol_id"]), "set": row["set"], "smiles": row["smiles"]}
-            done.append({**record, "answer": reply, "value": first_number(reply)})
-        answers.append(done)
-        bar.update(len(chunk))
+            answers.append([{**record, "answer": reply, "value": first_number(reply)}])
         if in_a_row >= max_consecutive_failures:
             log.error("%d requests in a row failed; stopping", in_a_row)
             print(f"oodmol llm: {in_a_row} requests in a row failed; stopping", file=sys.stderr)

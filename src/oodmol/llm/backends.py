@@ -1,9 +1,10 @@
 """Where the answers come from: a local Hugging Face causal language model, or any
 server that speaks OpenAI's chat completions API (vLLM, llama.cpp, TGI, ...).
 
-A backend answers a chunk of chats at once (`answer`), each answer a text or a
-`RequestFailed`; `chunk_size` is how many it takes at a time, and what the caller saves
-after each chunk. `settings` are what changes its answers (not where or how fast it runs).
+A backend answers a chunk of `chunk_size` chats (`answer`), yielding each answer (a text
+or a `RequestFailed`) with its chat's index as soon as it has it, so that the caller can
+save it before the next arrives. `settings` are what changes its answers (not where or
+how fast it runs).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
 from typing import Protocol
 
 from oodmol.llm.prompt import Message, plain_text
@@ -34,7 +36,7 @@ class Backend(Protocol):
 
     def settings(self) -> dict: ...
 
-    def answer(self, chats: list[list[Message]]) -> list[str | RequestFailed]: ...
+    def answer(self, chats: list[list[Message]]) -> Iterator[tuple[int, str | RequestFailed]]: ...
 
 
 class HFBackend:
@@ -62,6 +64,8 @@ class HFBackend:
             raise ValueError(
                 f"max_new_tokens ({max_new_tokens}) and batch_size ({batch_size}) must be ≥ 1"
             )
+        if model.startswith((".", "/", "~")) and not Path(model).expanduser().is_dir():
+            raise BackendError(f"hf.model={model}: no such folder")
         self.name = model
         self.max_new_tokens = max_new_tokens
         self.chunk_size = batch_size
@@ -98,7 +102,7 @@ class HFBackend:
             )
         return plain_text(chat)
 
-    def answer(self, chats: list[list[Message]]) -> list[str | RequestFailed]:
+    def answer(self, chats: list[list[Message]]) -> Iterator[tuple[int, str | RequestFailed]]:
         import torch
 
         encoded = self.tokenizer(
@@ -115,7 +119,7 @@ class HFBackend:
                 pad_token_id=self.tokenizer.pad_token_id,
             )
         new_tokens = output[:, encoded["input_ids"].shape[1] :]
-        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        yield from enumerate(self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
 
 
 # HTTP statuses worth asking again: the server is busy, overloaded or failed for a moment
@@ -162,9 +166,11 @@ class OpenAIBackend:
     def settings(self) -> dict:
         return {"backend": "openai", "model": self.model, "max_new_tokens": self.max_new_tokens}
 
-    def answer(self, chats: list[list[Message]]) -> list[str | RequestFailed]:
+    def answer(self, chats: list[list[Message]]) -> Iterator[tuple[int, str | RequestFailed]]:
         with ThreadPoolExecutor(self.concurrency) as pool:
-            return list(pool.map(self._answer_or_failure, chats))
+            index = {pool.submit(self._answer_or_failure, chat): i for i, chat in enumerate(chats)}
+            for future in as_completed(index):
+                yield index[future], future.result()
 
     def _answer_or_failure(self, chat: list[Message]) -> str | RequestFailed:
         try:
