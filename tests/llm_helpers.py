@@ -64,6 +64,7 @@ class StubServer:
     requests: list[dict] = field(default_factory=list)
     asked: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     url: str = ""
+    delay_s: float = 0.0  # before every answer
 
     def step(self, smiles: str) -> Step:
         steps = self.script.get(smiles)
@@ -87,6 +88,7 @@ def stub_server(stub: StubServer) -> Iterator[StubServer]:
                 kind, value = stub.step(smiles)
             if self.path != "/v1/chat/completions" or body["model"] == "missing":
                 return self._send(404, b'{"error": "no such model"}')
+            time.sleep(stub.delay_s)
             if kind == "sleep":
                 time.sleep(value)
                 kind, value = "answer", "1.0"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import pandas as pd
 import pytest
 from e2e_helpers import REPO, TinyTask, hand_metrics, load_tiny_split
 from hydra.utils import instantiate
-from llm_helpers import StubServer, save_tiny_causal_lm, stub_server
+from llm_helpers import QUESTION, StubServer, save_tiny_causal_lm, stub_server
 
 from oodmol import cli
 from oodmol.apps.llm import main
@@ -136,7 +137,8 @@ def test_openai_backend_end_to_end_through_evaluate(tiny, tmp_path: Path) -> Non
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["model"] == "stub-llm"
     assert "partial" in metrics["flags"]
-    assert metrics["coverage"]["missing_ood"]["count"] == 1
+    assert metrics["coverage"]["missing_ood"]["count"] == 1  # the unparseable answer
+    assert metrics["coverage"]["missing_id"]["count"] == 0  # evaluate.py's split, too
     for name in ("id", "ood"):
         rows = first[first["set"] == name]
         truth = data.y[data.table.rows_of(rows["mol_id"].to_numpy())]
@@ -164,3 +166,47 @@ def test_hf_backend_end_to_end_on_the_split_subset(tiny, tmp_path: Path) -> None
     assert sorted(predictions["mol_id"]) == sorted(r["mol_id"] for r in parsed)
     assert cli.main(["llm", *args]) == 0  # everything answered: nothing asked again
     assert _records(out) == records
+
+
+@pytest.mark.slow
+def test_a_killed_run_loses_no_answer(tiny, tmp_path: Path) -> None:
+    """SIGKILL part-way through: the rerun asks exactly the molecules without an answer
+    on disk, and every molecule ends with one answer."""
+    task, data, split = tiny
+    ids = np.concatenate([split.sets["id"], split.sets["ood"]])
+    n = len(ids)
+    out = tmp_path / "killed.csv"
+    stub = StubServer(default=lambda s: f"{_value(s):.4f}", delay_s=0.05)
+    with stub_server(stub):
+        openai = ["backend=openai", "openai.model=tiny", f"openai.base_url={stub.url}"]
+        args = _args(task, out, *openai, "openai.concurrency=1")
+        child = subprocess.Popen(
+            [sys.executable, "-m", "oodmol.cli", "llm", *args],
+            cwd=REPO,
+            env=task.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        answers = out.with_name("killed.answers.jsonl")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            if answers.exists() and len(answers.read_text().splitlines()) > 5:
+                break
+            time.sleep(0.02)
+        child.kill()
+        child.wait()
+        saved = {r["smiles"] for r in _records(out)}
+        assert 5 <= len(saved) < n, "the run was not killed part-way through"
+        time.sleep(0.5)  # a request the child sent before it died reaches the stub first
+        asked_before = len(stub.requests)
+        assert main(args) == 0
+        asked_again = [
+            QUESTION.search(r["body"]["messages"][-1]["content"])[1]
+            for r in stub.requests[asked_before:]
+        ]
+        assert sorted(asked_again) == sorted(
+            set(data.table.smiles[data.table.rows_of(ids)]) - saved
+        )
+    records = _records(out)
+    assert len(records) == n
+    assert len({r["mol_id"] for r in records}) == n

@@ -76,6 +76,8 @@ def run(cfg: DictConfig) -> int:
     if unknown or not cfg.sets:
         raise UsageError(f"sets={list(cfg.sets)}: the test sets to ask about, of id and ood")
     max_molecules = checked_max_molecules(cfg.max_molecules)
+    if int(cfg.max_consecutive_failures) < 1:
+        raise UsageError(f"max_consecutive_failures={cfg.max_consecutive_failures} must be ≥ 1")
     task = instantiate(cfg.task)
     splitter = instantiate(cfg.split)
     data_dir = Path(cfg.paths.data_dir)
