@@ -233,6 +233,13 @@ def test_usage_errors_are_named_before_any_data_is_read(
     assert message in capsys.readouterr().err
 
 
+def test_help_says_how_to_run_and_score(capsys: pytest.CaptureFixture) -> None:
+    assert main(["--help"]) == 0
+    assert "oodmol evaluate task=csd10k_density split=ood predictions=llm.csv" in (
+        capsys.readouterr().out
+    )
+
+
 def test_hf_backend_names_a_missing_model_folder(tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="no such folder"):
         HFBackend(str(tmp_path / "nowhere"))

@@ -46,6 +46,9 @@ MAX_SHOWN = 10  # unparseable answers and failures named in the summary
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     try:
         check_choices(argv)
         cfg = compose_config("llm", argv)
