@@ -6,6 +6,7 @@ oodmol predict  ckpt_path=... input=... out=...   predict new molecules
 oodmol data     {export,prepare,card} <overrides>   data sets, splits, feature caches
 oodmol report   <runs> --out <dir>     the leaderboard of a folder of runs
 oodmol reproduce <runs> [--run]        BOOM's numbers beside ours under both protocols
+oodmol llm      task=... backend={hf,openai} out=...   a language model's answers (BOOM App. E)
 oodmol uq       combine <members> --out <dir>       combine ensemble members
 oodmol ablation {transfer,augmentation} <runs> --out <dir>   BOOM's Figs. 5 and 7
 oodmol campaign task=... acquisition=... rounds=R batch=B   a discovery campaign
@@ -33,6 +34,7 @@ TOOLS = {
     "campaign": "oodmol.campaign.__main__",
     "campaign-report": "oodmol.campaign.report",
     "data": "oodmol.data.__main__",
+    "llm": "oodmol.apps.llm",
     "report": "oodmol.report.__main__",
     "reproduce": "oodmol.apps.reproduce",
     "uq": "oodmol.uq.__main__",

@@ -89,7 +89,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.progress = progress
         self.bootstrap_seed = bootstrap_seed
-        self.max_molecules = _checked_max_molecules(max_molecules)
+        self.max_molecules = checked_max_molecules(max_molecules)
         self.seed = seed
         self.holdout = holdout
         self.resume_position: dict[str, int] | None = None
@@ -158,12 +158,7 @@ class MoleculeDataModule(L.LightningDataModule):
             if missing.any():
                 left_out[name] = int(missing.sum())
                 ids = ids[~missing]
-            if self.max_molecules is not None and len(ids) > self.max_molecules:
-                rng = np.random.default_rng(
-                    [getattr(self.splitter, "seed", 0), ALL_SETS.index(name)]
-                )
-                ids = np.sort(rng.choice(ids, size=self.max_molecules, replace=False))
-            self.set_ids[name] = ids
+            self.set_ids[name] = subset(ids, name, self.max_molecules, self.splitter)
         if left_out:
             examples = [f"{k} ({failed[k]})" for k in sorted(failed)[:5]]
             log.warning(
@@ -293,7 +288,17 @@ class MoleculeDataModule(L.LightningDataModule):
         self.resume_position = state_dict.get("train_position")
 
 
-def _checked_max_molecules(value: object) -> int | None:
+def subset(ids: np.ndarray, name: str, max_molecules: int | None, splitter: Splitter) -> np.ndarray:
+    """The molecules of set `name` a run with `max_molecules` uses: all of them, or a
+    random subset seeded by the split and the set alone (every model, and `oodmol llm`,
+    draws the same one)."""
+    if max_molecules is None or len(ids) <= max_molecules:
+        return ids
+    rng = np.random.default_rng([getattr(splitter, "seed", 0), ALL_SETS.index(name)])
+    return np.sort(rng.choice(ids, size=max_molecules, replace=False))
+
+
+def checked_max_molecules(value: object) -> int | None:
     """None (every molecule) or a positive whole number, refused before any data is
     loaded: Hydra passes `max_molecules=abc` on as a string and `2.5` as a float."""
     if value is None:
