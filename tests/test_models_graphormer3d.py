@@ -159,7 +159,8 @@ def test_constructor_defaults_are_the_config_sizes_and_boom_parameter_count():
     for key, value in backbone.items():
         if key not in ("_target_", "extensive"):
             assert defaults[key].default == value, key
-    model = PropertyRegressor(Graphormer3D(), optimizer=torch.optim.Adam)
+    with torch.device("meta"):  # shapes only: no memory, no initialisation
+        model = PropertyRegressor(Graphormer3D(), optimizer=torch.optim.Adam)
     n = sum(p.numel() for p in model.parameters())
     # with BOOM's embedding of 4 elements instead of 119: Table 3's 47.1 M
     assert n - (119 - 4) * 640 == 47_100_041
