@@ -136,6 +136,19 @@ def test_training_steps_lower_the_loss():
     assert losses[-1] < 0.5 * losses[0]
 
 
+def test_checkpointed_layers_give_the_same_outputs_and_gradients():
+    batch = in_double(point_cloud_batch(SMILES))
+    grads = []
+    for checkpoint_layers in (False, True):
+        model = tiny(checkpoint_layers=checkpoint_layers).train()
+        h, _ = model(batch)
+        h.square().sum().backward()
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+    assert grads[0].keys() == grads[1].keys()
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, atol=1e-10, rtol=0, msg=name)
+
+
 def test_config_composes_with_upstream_sizes_and_size_grouped_batches():
     tiny_sizes = [f"model.module.backbone.{k}={v}" for k, v in TINY.items()]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
@@ -148,7 +161,7 @@ def test_config_composes_with_upstream_sizes_and_size_grouped_batches():
     assert module(point_cloud_batch(SMILES)).shape == (len(SMILES),)
     defaults = inspect.signature(Geoformer).parameters
     for key, value in published.items():
-        if key != "_target_":
+        if key not in ("_target_", "checkpoint_layers"):
             assert defaults[key].default == value, key
     with torch.device("meta"):  # shapes only: no memory, no initialisation
         n = sum(p.numel() for p in Geoformer().parameters())
