@@ -24,6 +24,8 @@ TINY = {
     "et": ["hidden=8", "layers=1", "heads=2"],
     "painn_dipole": ["hidden=8", "layers=1"],
     "mace": ["num_channels=4", "radial_mlp=[8]", "mlp_irreps=4x0e"],
+    "graphormer3d": ["node_dim=8", "ff_dim=8", "edge_dim=4", "num_convs=1", "num_heads=2"],
+    "geoformer": ["embedding_dim=8", "ffn_embedding_dim=8", "num_layers=2", "num_heads=2"],
 }
 
 

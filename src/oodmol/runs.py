@@ -37,6 +37,7 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         max_molecules=cfg.get("max_molecules"),
         seed=cfg.seed,
         holdout=cfg.protocol.holdout,
+        group_by_size=cfg.model.get("group_by_size", False),
     )
 
 

@@ -60,6 +60,13 @@ class MoleculeDataModule(L.LightningDataModule):
     the model alone. Its `state_dict` (saved in every checkpoint) holds how far training
     got in the current epoch; a run resumed from it goes on with the next batch that the
     uninterrupted run would have drawn.
+
+    Token sets batch molecules of like length together (less padding). With
+    `group_by_size`, sets of molecular graphs and point clouds do so by atom count, for
+    models on dense padded pair tensors (GeoFormer), whose memory grows with the largest
+    molecule of a batch squared; every molecule is still drawn once per epoch, in an
+    order fixed by the seed and the epoch (`EpochShuffle`), and evaluation batches go
+    smallest first.
     """
 
     def __init__(
@@ -77,6 +84,7 @@ class MoleculeDataModule(L.LightningDataModule):
         max_molecules: int | None = None,
         seed: int = 0,
         holdout: bool = True,
+        group_by_size: bool = False,
     ) -> None:
         super().__init__()
         self.task = task
@@ -92,6 +100,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self.max_molecules = checked_max_molecules(max_molecules)
         self.seed = seed
         self.holdout = holdout
+        self.group_by_size = group_by_size
         self.resume_position: dict[str, int] | None = None
         self.set_ids: dict[str, np.ndarray] = {}
         self.data: TaskData | None = None
@@ -219,9 +228,9 @@ class MoleculeDataModule(L.LightningDataModule):
 
     def _loader(self, name: str, shuffle: EpochShuffle | None = None) -> DataLoader:
         """The training loader with its `shuffle`; an evaluation loader in order, or
-        shortest molecules first where they have lengths (less padding)."""
+        shortest molecules first where batches group by size (less padding)."""
         dataset = self.datasets[name]
-        lengths = getattr(dataset, "lengths", None)
+        lengths = self._sizes(dataset)
         order = None if lengths is None else np.argsort(lengths, kind="stable").tolist()
         return DataLoader(
             dataset,
@@ -233,11 +242,25 @@ class MoleculeDataModule(L.LightningDataModule):
             generator=torch.Generator().manual_seed(self.seed),
         )
 
+    def _sizes(self, dataset) -> np.ndarray | None:
+        """The per-molecule sizes batches are grouped by: a token set's lengths always,
+        atom counts with `group_by_size`; None: no grouping."""
+        lengths = getattr(dataset, "lengths", None)
+        if lengths is not None or not self.group_by_size:
+            return lengths
+        sizes = getattr(dataset, "atom_counts", None)
+        if sizes is None:
+            raise ValueError(
+                f"group_by_size needs molecules with atoms (graphs or point clouds); "
+                f"{type(dataset).__name__} of {type(self.features).__name__} has none"
+            )
+        return sizes
+
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
         replicas, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
         dataset = self.datasets["train"]
-        lengths = getattr(dataset, "lengths", None)  # token sets: batches of like lengths
+        lengths = self._sizes(dataset)
         sampler = EpochShuffle(dataset, self.seed, replicas, rank, lengths, self.batch_size)
         loader = self._loader("train", sampler)
         if self.resume_position is not None:

@@ -207,6 +207,11 @@ class GraphSet(Dataset):
     def __len__(self) -> int:
         return len(self.atom_ptr) - 1
 
+    @property
+    def atom_counts(self) -> np.ndarray:
+        """Atoms per molecule, what size-grouped batches sort by."""
+        return np.diff(self.atom_ptr.numpy())
+
     def __getitem__(self, i: int) -> GraphBatch | PointCloudBatch:
         return self.__getitems__([i])[0]
 
