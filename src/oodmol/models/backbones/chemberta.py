@@ -63,6 +63,8 @@ class ChemBERTa(nn.Module):
         drop = config.classifier_dropout
         self.dropout = nn.Dropout(config.hidden_dropout_prob if drop is None else drop)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        nn.init.normal_(self.dense.weight, std=config.initializer_range)  # as RoBERTa's head
+        nn.init.zeros_(self.dense.bias)
         self.out_dim = config.hidden_size
 
     def forward(self, batch: TokenBatch) -> torch.Tensor:
