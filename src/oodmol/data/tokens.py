@@ -31,6 +31,7 @@ from oodmol.data.batches import TokenBatch
 from oodmol.data.features import FeatureSet
 from oodmol.data.store import FeatureStore
 from oodmol.io import atomic_write_text
+from oodmol.pretrained import resolve_pretrained
 
 log = logging.getLogger(__name__)
 SMILES_PATTERN = (
@@ -39,6 +40,8 @@ SMILES_PATTERN = (
 )
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
+# the same roles in RoBERTa's byte-level BPE vocabularies (ChemBERTa's)
+ROBERTA_TOKENS = dict(zip(SPECIAL_TOKENS, ("<pad>", "<unk>", "<s>", "</s>", "<mask>"), strict=True))
 
 
 def atom_level_tokenizer(smiles: list[str]) -> Tokenizer:
@@ -63,9 +66,11 @@ def _splitter() -> Split:
 class TokenFeatures(FeatureSet):
     """Token ids of each molecule's SMILES, batched with dynamic padding.
 
-    `tokenizer`: a `tokenizer.json` (or a folder holding one) of a pretrained model;
-    None builds the atom-level tokenizer from the training molecules. `max_length`
-    truncates longer molecules (counted per set in `truncated`)."""
+    `tokenizer`: a `tokenizer.json`, or a pretrained model's folder or hub id
+    (`oodmol.pretrained`; a folder without `tokenizer.json`, such as ChemBERTa's
+    vocab.json + merges.txt, is read by `transformers`); None builds the atom-level
+    tokenizer from the training molecules. `max_length` truncates longer molecules
+    (counted per set in `truncated`)."""
 
     def __init__(self, tokenizer: str | None = None, max_length: int | None = None) -> None:
         self.source = tokenizer
@@ -78,10 +83,9 @@ class TokenFeatures(FeatureSet):
         if self.source is None:
             self.tokenizer = atom_level_tokenizer(_smiles(store, train_ids))
         else:
-            path = Path(self.source)
-            self.tokenizer = Tokenizer.from_file(
-                str(path / "tokenizer.json" if path.is_dir() else path)
-            )
+            self.tokenizer = pretrained_tokenizer(self.source)
+            self.tokenizer.no_padding()  # batches pad themselves; `max_length` truncates
+            self.tokenizer.no_truncation()
         saved = self._save_beside(store)
         return {"vocab_size": self.tokenizer.get_vocab_size(), "tokenizer": str(saved)}
 
@@ -99,15 +103,11 @@ class TokenFeatures(FeatureSet):
     def facts(self) -> dict[str, int]:
         """`vocab_size`, and the ids of the special tokens the vocabulary has (`pad_id`,
         `unk_id`, `cls_id`, `sep_id`, `mask_id`)."""
-        vocabulary = self.tokenizer.get_vocab()
         facts = {"vocab_size": self.tokenizer.get_vocab_size()}
-        facts.update(
-            {
-                f"{t.strip('[]').lower()}_id": vocabulary[t]
-                for t in SPECIAL_TOKENS
-                if t in vocabulary
-            }
-        )
+        for token in SPECIAL_TOKENS:
+            token_id = special_id(self.tokenizer, token)
+            if token_id is not None:
+                facts[f"{token.strip('[]').lower()}_id"] = token_id
         return facts
 
     def state_dict(self) -> dict:
@@ -120,13 +120,13 @@ class TokenFeatures(FeatureSet):
         self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
     ) -> Dataset:
         encodings = self.tokenizer.encode_batch(_smiles(store, mol_ids))
-        unk = self.tokenizer.token_to_id(UNK)
+        unk = special_id(self.tokenizer, UNK)
         self.imputed[name] = sum(e.ids.count(unk) for e in encodings) if unk is not None else 0
         ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
         if self.max_length is not None:
             self.truncated[name] = sum(len(i) > self.max_length for i in ids)
             ids = [i[: self.max_length] for i in ids]
-        pad = self.tokenizer.token_to_id(PAD)
+        pad = special_id(self.tokenizer, PAD)
         return TokenSet(ids, y, 0 if pad is None else pad)
 
 
@@ -157,6 +157,30 @@ class TokenSet(Dataset):
             mask[row, :n] = 1
         y = None if self.y is None else self.y[idx]
         return [TokenBatch(input_ids=input_ids, attention_mask=mask, y=y, index=idx)]
+
+
+def pretrained_tokenizer(source: str) -> Tokenizer:
+    """The tokenizer of a `tokenizer.json` file, or of a pretrained model (a folder or a
+    hub id): its `tokenizer.json`, else the fast tokenizer `transformers` builds from its
+    files."""
+    path = Path(source)
+    if path.is_file():
+        return Tokenizer.from_file(str(path))
+    folder = resolve_pretrained(source)
+    if (folder / "tokenizer.json").is_file():
+        return Tokenizer.from_file(str(folder / "tokenizer.json"))
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder)).backend_tokenizer
+
+
+def special_id(tokenizer: Tokenizer, token: str) -> int | None:
+    """The id of special token `token` ([PAD], [UNK], …) or of its RoBERTa counterpart."""
+    for name in (token, ROBERTA_TOKENS[token]):
+        token_id = tokenizer.token_to_id(name)
+        if token_id is not None:
+            return token_id
+    return None
 
 
 def _smiles(store: FeatureStore, mol_ids: np.ndarray) -> list[str]:
