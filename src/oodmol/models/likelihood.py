@@ -22,6 +22,14 @@ class PointLikelihood:
         return nn.functional.mse_loss(out, target)
 
 
+class AbsoluteErrorLikelihood(PointLikelihood):
+    """One output, the mean; trained with the mean absolute error (MoLFormer's
+    fine-tuning loss)."""
+
+    def loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return nn.functional.l1_loss(out, target)
+
+
 class GaussianLikelihood:
     """Two outputs, mean and variance; trained with the Gaussian negative log-likelihood.
 
