@@ -1,4 +1,4 @@
-"""train.py with model=chemberta and model=modernbert (tiny sizes) on the tiny CSV task:
+"""train.py with model=chemberta, modernbert and molformer (tiny sizes) on the tiny CSV task:
 each trains on the token features and scores ID and OOD, and evaluate.py rebuilds the
 model from its checkpoint with identical predictions; ChemBERTa also starts from a tiny
 pretrained RoBERTa given as a hub id found in OODMOL_MODEL_DIR (its own BPE tokenizer),
@@ -21,6 +21,7 @@ HUB_ID = "someone/tiny-chemberta"
 RUNS = {
     "chemberta": ["model=chemberta", *[f"model.module.backbone.{o}" for o in TINY]],
     "modernbert": ["model=modernbert", *[f"model.module.backbone.{o}" for o in TINY]],
+    "molformer": ["model=molformer", *[f"model.module.backbone.{o}" for o in TINY]],
     "pretrained": ["model=chemberta", f"model.pretrained={HUB_ID}"],
 }
 
