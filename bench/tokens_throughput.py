@@ -1,19 +1,21 @@
 """Training throughput of the SMILES transformers with BOOM's fixed padding against
 dynamic padding, with and without length-grouped batches, on the same molecules.
 
-    OMP_NUM_THREADS=1 python bench/tokens_throughput.py [--models chemberta,modernbert]
+    OMP_NUM_THREADS=1 python bench/tokens_throughput.py [--models chemberta,modernbert,molformer]
         [--batches 3] [--threads 1] [--seed 0] [override ...]
 
 Each model is built as train.py builds it (`task=csd10k_density split=ood`, BOOM's sizes:
-ChemBERTa 6 × 768, ModernBERT 8 × 768) from the project's token features. The molecules
-are `--batches` batches of 32 drawn at random from the training loader's own
-length-grouped epoch order (`EpochShuffle` with the molecules' lengths, as
-`MoleculeDataModule` samples token sets), and every mode trains on exactly those
-molecules, one timed optimizer step per batch after one untimed warm-up step (trailing
-config overrides, e.g. model.module.backbone.layers=1, change the model for a quick check):
+ChemBERTa 6 × 768, ModernBERT 8 × 768, MoLFormer 12 × 768) from the project's token
+features. The molecules are `--batches` batches (of the model's batch size) drawn at
+random from the training loader's own length-grouped epoch order (`EpochShuffle` with
+the molecules' lengths, as `MoleculeDataModule` samples token sets), and every mode trains
+on exactly those molecules, one timed optimizer step per batch after one untimed warm-up
+step (trailing config overrides, e.g. model.module.backbone.layers=1, change the model
+for a quick check):
 
 - fixed: BOOM's batches, every molecule padded to 128 (ChemBERTa) or 256 (ModernBERT)
-  tokens;
+  tokens; MoLFormer's to its 202-token maximum (IBM's fine-tuning pads each batch to its
+  longest molecule, so BOOM's MoLFormer batches are `dynamic`);
 - dynamic: the same molecules in random batches, each padded to its longest molecule;
 - grouped: the length-grouped batches, each padded to its longest molecule (what
   train.py does).
@@ -33,7 +35,7 @@ import torch
 from oodmol.data.batches import TokenBatch
 from oodmol.data.sampling import EpochShuffle
 
-BOOM_PADDING = {"chemberta": 128, "modernbert": 256}
+BOOM_PADDING = {"chemberta": 128, "modernbert": 256, "molformer": 202}
 
 
 def padded_to(batch: TokenBatch, width: int, pad_id: int) -> TokenBatch:
@@ -128,7 +130,7 @@ def main() -> None:
         print(
             f"{name}: grouped / fixed = {rows['grouped']['mol_s'] / fixed:.2f}x, "
             f"dynamic / fixed = {rows['dynamic']['mol_s'] / fixed:.2f}x "
-            f"({args.batches} batches of 32 per mode, {args.threads} thread(s))",
+            f"({args.batches} batches per mode, {args.threads} thread(s))",
             flush=True,
         )
 
