@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.utils import instantiate
 from smiles_helpers import SMILES
 from test_models_smiles import token_batch
 
+from oodmol.config import compose_config
 from oodmol.data.tokens import atom_level_tokenizer
 from oodmol.models.backbones.molformer import (
     LinearSelfAttention,
@@ -19,6 +21,7 @@ from oodmol.models.backbones.molformer import (
     convert_ibm_state_dict,
     rotate,
 )
+from oodmol.models.likelihood import AbsoluteErrorLikelihood
 
 SIZES = dict(layers=2, heads=2, hidden=16, intermediate=16, features=8)
 
@@ -156,7 +159,14 @@ def test_ibm_checkpoint_names_convert_onto_ours() -> None:
 
 
 def test_absolute_error_likelihood_is_the_mean_absolute_error() -> None:
-    from oodmol.models.likelihood import AbsoluteErrorLikelihood
-
     loss = AbsoluteErrorLikelihood().loss(torch.tensor([1.0, -3.0]), torch.tensor([0.0, 0.0]))
     assert loss.item() == 2.0
+
+
+def test_boom_protocol_trains_with_l1_and_the_default_with_mse() -> None:
+    boom = compose_config("train", ["protocol=boom", "model=molformer"])
+    assert isinstance(instantiate(boom.model.module.likelihood), AbsoluteErrorLikelihood)
+    assert boom.protocol.holdout is False and boom.callbacks.model_checkpoint is None
+    default = compose_config("train", ["model=molformer"])
+    assert "likelihood" not in default.model.module  # PropertyRegressor's MSE
+    assert default.model.features.isomeric is False

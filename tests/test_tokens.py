@@ -92,6 +92,23 @@ def test_tokenizer_is_saved_beside_the_cache_and_in_the_state(store: FeatureStor
         assert all(torch.equal(x, y) for x, y in zip(a.ids, b.ids, strict=True))
 
 
+def test_non_isomeric_tokens_drop_stereo_and_isotopes(tmp_path: Path) -> None:
+    smiles = ["C[C@H](N)O", "F/C=C/F", "[13CH4]", "CCO"]
+    table = MoleculeTable("stereo", np.arange(4), np.array(smiles), {"y": np.zeros(4)})
+    store = FeatureStore.build_or_open(SmilesText(), table, tmp_path, n_jobs=1, progress=False)
+    features = TokenFeatures(isomeric=False)
+    features.fit(store, np.arange(4))
+    vocabulary = features.tokenizer.get_vocab()
+    assert not {"[C@H]", "/", "[13CH4]"} & set(vocabulary)
+    (batch,) = features.dataset(store, np.arange(4), None, "x").__getitems__([0, 2])
+    tokens = [[features.tokenizer.id_to_token(i) for i in row] for row in batch.input_ids]
+    assert tokens[0] == ["[CLS]", "C", "C", "(", "N", ")", "O", "[SEP]"]  # CC(N)O
+    assert tokens[1][:3] == ["[CLS]", "C", "[SEP]"]  # methane, its isotope dropped
+    isomeric = TokenFeatures()
+    isomeric.fit(store, np.arange(4))
+    assert {"/", "[13CH4]"} <= set(isomeric.tokenizer.get_vocab())  # the default keeps them
+
+
 def test_length_grouped_batches_are_of_like_lengths_and_resume() -> None:
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 200, size=1000)

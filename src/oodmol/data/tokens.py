@@ -70,18 +70,23 @@ class TokenFeatures(FeatureSet):
     (`oodmol.pretrained`; a folder without `tokenizer.json`, such as ChemBERTa's
     vocab.json + merges.txt, is read by `transformers`); None builds the atom-level
     tokenizer from the training molecules. `max_length` truncates longer molecules
-    (counted per set in `truncated`)."""
+    (counted per set in `truncated`). `isomeric=False` tokenises the canonical SMILES
+    without stereo and isotope marks (RDKit's isomericSmiles=False, as MoLFormer was
+    trained)."""
 
-    def __init__(self, tokenizer: str | None = None, max_length: int | None = None) -> None:
+    def __init__(
+        self, tokenizer: str | None = None, max_length: int | None = None, isomeric: bool = True
+    ) -> None:
         self.source = tokenizer
         self.max_length = max_length
+        self.isomeric = isomeric
         self.tokenizer: Tokenizer | None = None
         self.imputed: dict[str, int] = {}  # [UNK] tokens per set: tokens never seen in training
         self.truncated: dict[str, int] = {}
 
     def fit(self, store: FeatureStore, train_ids: np.ndarray) -> dict:
         if self.source is None:
-            self.tokenizer = atom_level_tokenizer(_smiles(store, train_ids))
+            self.tokenizer = atom_level_tokenizer(self._texts(store, train_ids))
         else:
             self.tokenizer = pretrained_tokenizer(self.source)
             self.tokenizer.no_padding()  # batches pad themselves; `max_length` truncates
@@ -99,6 +104,10 @@ class TokenFeatures(FeatureSet):
             except OSError as error:  # a read-only data folder: the checkpoint keeps it
                 log.info("tokenizer not saved beside the cache (%s)", error)
         return path
+
+    def _texts(self, store: FeatureStore, mol_ids: np.ndarray) -> list[str]:
+        smiles = _smiles(store, mol_ids)
+        return smiles if self.isomeric else [non_isomeric(s) for s in smiles]
 
     def facts(self) -> dict[str, int]:
         """`vocab_size`, and the ids of the special tokens the vocabulary has (`pad_id`,
@@ -119,7 +128,7 @@ class TokenFeatures(FeatureSet):
     def dataset(
         self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
     ) -> Dataset:
-        encodings = self.tokenizer.encode_batch(_smiles(store, mol_ids))
+        encodings = self.tokenizer.encode_batch(self._texts(store, mol_ids))
         unk = special_id(self.tokenizer, UNK)
         self.imputed[name] = sum(e.ids.count(unk) for e in encodings) if unk is not None else 0
         ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
@@ -181,6 +190,16 @@ def special_id(tokenizer: Tokenizer, token: str) -> int | None:
         if token_id is not None:
             return token_id
     return None
+
+
+def non_isomeric(smiles: str) -> str:
+    """The canonical SMILES of `smiles` without stereo and isotope marks."""
+    from rdkit import Chem
+
+    mol = Chem.MolFromSmiles(smiles)
+    if mol is None:
+        raise ValueError(f"RDKit cannot parse the cached SMILES {smiles!r}")
+    return Chem.MolToSmiles(mol, isomericSmiles=False)
 
 
 def _smiles(store: FeatureStore, mol_ids: np.ndarray) -> list[str]:
