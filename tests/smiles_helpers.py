@@ -1,6 +1,6 @@
 """Tiny pretrained SMILES transformers for the tests, saved as `save_pretrained` writes
 them: a RoBERTa (ChemBERTa's layout: config, weights, a byte-level BPE tokenizer as
-vocab.json + merges.txt) and a ModernBERT with the atom-level tokenizer."""
+vocab.json + merges.txt), a ModernBERT and a MoLFormer with the atom-level tokenizer."""
 
 from __future__ import annotations
 
@@ -58,4 +58,18 @@ def save_tiny_modernbert(folder: Path) -> Path:
         **TINY,
     )
     ModernBertModel(config).save_pretrained(str(folder))
+    return folder
+
+
+def save_tiny_molformer(folder: Path) -> Path:
+    """A randomly initialised 2-layer MoLFormer in the hub's layout (config.json,
+    model.safetensors) and the atom-level tokenizer of `SMILES` (as tokenizer.json)."""
+    from oodmol.data.tokens import atom_level_tokenizer
+    from oodmol.models.backbones.molformer import MoLFormer
+
+    tokenizer = atom_level_tokenizer(SMILES)
+    torch.manual_seed(0)
+    sizes = dict(layers=2, heads=2, hidden=16, intermediate=16, features=8)
+    MoLFormer(tokenizer.get_vocab_size(), pad_id=0, **sizes).save_pretrained(folder)
+    tokenizer.save(str(folder / "tokenizer.json"))
     return folder

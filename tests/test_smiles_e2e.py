@@ -2,6 +2,7 @@
 each trains on the token features and scores ID and OOD, and evaluate.py rebuilds the
 model from its checkpoint with identical predictions; ChemBERTa also starts from a tiny
 pretrained RoBERTa given as a hub id found in OODMOL_MODEL_DIR (its own BPE tokenizer),
+MoLFormer from a tiny hub-layout folder there (its tokenizer.json),
 and a hub id found nowhere fails with a message that says where it was looked for."""
 
 from __future__ import annotations
@@ -12,17 +13,19 @@ from collections.abc import Iterator
 import pandas as pd
 import pytest
 from e2e_helpers import QUIET, TinyTask, scored_rows
-from smiles_helpers import save_tiny_roberta
+from smiles_helpers import save_tiny_molformer, save_tiny_roberta
 
 pytestmark = pytest.mark.slow
 
 TINY = ["layers=2", "heads=2", "hidden=16", "intermediate=32"]
 HUB_ID = "someone/tiny-chemberta"
+MOLFORMER_ID = "someone/tiny-molformer"
 RUNS = {
     "chemberta": ["model=chemberta", *[f"model.module.backbone.{o}" for o in TINY]],
     "modernbert": ["model=modernbert", *[f"model.module.backbone.{o}" for o in TINY]],
     "molformer": ["model=molformer", *[f"model.module.backbone.{o}" for o in TINY]],
     "pretrained": ["model=chemberta", f"model.pretrained={HUB_ID}"],
+    "molformer_pretrained": ["model=molformer", f"model.pretrained={MOLFORMER_ID}"],
 }
 
 
@@ -31,6 +34,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyTask]:
     task = TinyTask.create(tmp_path_factory.mktemp("smiles"))
     copies = task.root / "models"
     save_tiny_roberta(copies / HUB_ID)
+    save_tiny_molformer(copies / MOLFORMER_ID)
     env = {"OODMOL_MODEL_DIR": str(copies), "HF_HUB_OFFLINE": "1"}
 
     def train(name: str) -> list[str]:
