@@ -40,30 +40,13 @@ def rss_mb() -> float:
 
 
 def benchmark_batches(batch_size: int, n_batches: int) -> tuple[list, object, object]:
-    """The same `n_batches + 1` batches of training molecules for both models (the
-    order of bench/models_throughput.py), the composed config and the datamodule."""
-    from models_throughput import benchmark_molecules
+    """The same `n_batches + 1` batches of training molecules for both models (those of
+    bench/models_throughput.py), the composed config and the datamodule."""
+    from models_throughput import benchmark_setup
 
-    from oodmol.config import compose_config
-    from oodmol.runs import build_datamodule
-
-    cfg = compose_config(
-        "train", ["model=gotennet", "task=csd10k_density", "split=ood", "progress=false"]
-    )
-    dm = build_datamodule(cfg)
-    dm.prepare_data()
-    dm.setup("fit")
-    mol_ids = benchmark_molecules(dm, batch_size * (n_batches + 1))
-    position = {int(m): i for i, m in enumerate(dm.set_ids["train"])}
+    cfg, dm, batches_idx = benchmark_setup("gotennet", batch_size, n_batches)
     dataset = dm.datasets["train"]
-    batches = [
-        dm.features.collate(
-            dataset.__getitems__(
-                [position[int(m)] for m in mol_ids[k * batch_size : (k + 1) * batch_size]]
-            )
-        )
-        for k in range(n_batches + 1)
-    ]
+    batches = [dm.features.collate(dataset.__getitems__(idx)) for idx in batches_idx]
     return batches, cfg, dm
 
 

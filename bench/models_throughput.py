@@ -76,11 +76,12 @@ def benchmark_molecules(dm, n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).permutation(usable)[:n]
 
 
-def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: str) -> dict:
-    """One model's figures (run in a child process)."""
+def benchmark_setup(name: str, batch_size: int, n_batches: int):
+    """`model=<name>`'s composed config and datamodule on csd10k_density, and the
+    training-set positions of `n_batches + 1` batches of `benchmark_molecules` (the first
+    is the warm-up): the same molecules for every model and every bench."""
     from oodmol.config import compose_config
-    from oodmol.models.neighbors import radius_graph
-    from oodmol.runs import build_datamodule, build_model, training_statistics
+    from oodmol.runs import build_datamodule
 
     cfg = compose_config(
         "train", [f"model={name}", "task=csd10k_density", "split=ood", "progress=false"]
@@ -90,11 +91,20 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
     dm.setup("fit")
     mol_ids = benchmark_molecules(dm, batch_size * (n_batches + 1))
     position = {int(m): i for i, m in enumerate(dm.set_ids["train"])}
-    dataset = dm.datasets["train"]
     batches_idx = [
         [position[int(m)] for m in mol_ids[k * batch_size : (k + 1) * batch_size]]
         for k in range(n_batches + 1)
     ]
+    return cfg, dm, batches_idx
+
+
+def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: str) -> dict:
+    """One model's figures (run in a child process)."""
+    from oodmol.models.neighbors import radius_graph
+    from oodmol.runs import build_model, training_statistics
+
+    cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches)
+    dataset = dm.datasets["train"]
     collate_started = time.perf_counter()
     batches = [dm.features.collate(dataset.__getitems__(idx)) for idx in batches_idx]
     collate_seconds = (time.perf_counter() - collate_started) / len(batches)
