@@ -3,7 +3,7 @@ model, on the same batches of `csd10k_density` training molecules, as one table;
 the rate of conformer generation.
 
     python bench/models_throughput.py [--models mlp,chemprop,...] [--batch-size 32]
-        [--batches 8] [--threads 1] [--profile 3] [--conformers 200]
+        [--batches 8] [--threads 1] [--profile 3] [--conformers 200] [--compile]
 
 Each model runs in its own process (so its peak memory is its own): its config is
 composed as train.py composes it (`task=csd10k_density split=ood`, the model's published
@@ -17,6 +17,11 @@ warm-up batch. Columns:
   model was built (CPU); on CUDA the peak of allocated tensor memory;
 - data %: share of a training step spent building the batch (collation) and, for
   models with a `cutoff`, searching neighbours (timed apart on the same batches).
+
+`--compile` measures every model a second time with its backbone compiled
+(`model.module.compile_backbone=true`), on the same batches, and prints both training
+rates, their ratio and the compile time (the warm-up batch's extra seconds: what an
+epoch must win back).
 
 `--profile N` prints torch.profiler's top operators for the N slowest models in
 training. The last table line per model is `model=<name> train=<mol/s> ...` for
@@ -98,7 +103,9 @@ def benchmark_setup(name: str, batch_size: int, n_batches: int):
     return cfg, dm, batches_idx
 
 
-def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: str) -> dict:
+def measure(
+    name: str, batch_size: int, n_batches: int, profile: bool, device: str, compile: bool = False
+) -> dict:
     """One model's figures (run in a child process)."""
     from oodmol.models.neighbors import radius_graph
     from oodmol.runs import build_model, training_statistics
@@ -116,6 +123,10 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
     if on_cuda:
         torch.cuda.reset_peak_memory_stats(device)
     model = build_model(cfg, training_statistics(cfg, dm)).to(device)
+    if compile:
+        if not hasattr(model, "compile_backbone"):
+            raise ValueError(f"{type(model).__name__} has no compile_backbone option")
+        model.compile_backbone = True
     model.fit_target_scaling(dm.train_targets)
     optimizer = model.optimizer_factory(model.parameters())
 
@@ -125,10 +136,14 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
         model.likelihood.loss(model(batch), target).backward()
         optimizer.step()
 
+    warm_up = []
+
     def seconds_per_batch(step) -> float:
-        step(batches[0])  # warm-up: allocations, lazy initialisation
+        started = time.perf_counter()
+        step(batches[0])  # warm-up: allocations, lazy initialisation, compilation
         if on_cuda:
             torch.cuda.synchronize(device)
+        warm_up.append(time.perf_counter() - started)
         started = time.perf_counter()
         for batch in batches[1:]:
             step(batch)
@@ -163,6 +178,7 @@ def measure(name: str, batch_size: int, n_batches: int, profile: bool, device: s
         "collate_ms": 1e3 * collate_seconds,
         "neighbours_ms": 1e3 * neighbour_seconds,
         "step_ms": 1e3 * train_seconds,
+        "compile_s": warm_up[0] - train_seconds if compile else 0.0,
     }
     if profile:
         from torch.profiler import ProfilerActivity
@@ -220,16 +236,20 @@ def main() -> None:
     parser.add_argument("--profile", type=int, default=3, help="profile the N slowest")
     parser.add_argument("--conformers", type=int, default=200)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--compile", action="store_true", help="also with compiled backbones")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
     parser.add_argument("--with-profile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.one:
-        figures = measure(args.one, args.batch_size, args.batches, args.with_profile, args.device)
+        figures = measure(
+            args.one, args.batch_size, args.batches, args.with_profile, args.device, args.compiled
+        )
         print(json.dumps(figures))
         return
 
-    def child(name: str, with_profile: bool = False) -> dict:
+    def child(name: str, with_profile: bool = False, compiled: bool = False) -> dict:
         command = [
             sys.executable, __file__, "--one", name, "--batch-size", str(args.batch_size),
             "--batches", str(args.batches), "--threads", str(args.threads),
@@ -237,6 +257,8 @@ def main() -> None:
         ]  # fmt: skip
         if with_profile:
             command.append("--with-profile")
+        if compiled:
+            command.append("--compiled")
         out = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
         if out.returncode != 0:
             last = (out.stderr.strip().splitlines() or ["no output"])[-1]
@@ -262,6 +284,18 @@ def main() -> None:
     for r in results:
         if "failed" in r:
             print(f"| {r['model']} | failed: {r['failed']} |||||")
+    if args.compile:
+        print("\n| model | eager train mol/s | compiled train mol/s | ratio | compile s |")
+        print("|" + "---|" * 5)
+        for r in rows:
+            c = child(r["model"], compiled=True)
+            if "failed" in c:
+                print(f"| {r['model']} | {r['train_mol_s']:.3g} | failed: {c['failed']} |||")
+                continue
+            print(
+                f"| {r['model']} | {r['train_mol_s']:.3g} | {c['train_mol_s']:.3g} | "
+                f"{c['train_mol_s'] / r['train_mol_s']:.2f} | {c['compile_s']:.0f} |"
+            )
     for r in sorted(rows, key=lambda r: r["train_mol_s"])[: args.profile]:
         profiled = child(r["model"], with_profile=True)
         if "failed" in profiled:

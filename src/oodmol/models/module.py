@@ -42,6 +42,12 @@ class PropertyRegressor(Regressor):
     then standardised by what the offsets leave of them. `per_atom_loss` divides each
     molecule's error by its number of atoms (MACE's energy loss, for models that sum
     per-atom terms); it needs a point head.
+
+    `compile_backbone` runs the backbone through `torch.compile` (dynamic shapes: every batch has
+    its own atom and edge counts). On CPU it fuses the edge-wise elementwise work that
+    bounds the message-passing models (bench/roofline.py); compilation costs about a
+    minute, so it pays on full epochs, not on a few steps. The compiled callable is kept
+    outside the module tree: parameter names, checkpoints and copies are unchanged.
     """
 
     def __init__(
@@ -60,6 +66,7 @@ class PropertyRegressor(Regressor):
         parameter_groups: dict | None = None,
         atom_reference: dict | None = None,
         per_atom_loss: bool = False,
+        compile_backbone: bool = False,
     ) -> None:
         super().__init__()
         if test_passes > 1 and mc_dropout is None:
@@ -85,6 +92,20 @@ class PropertyRegressor(Regressor):
         self.parameter_groups = parameter_groups
         self.scheduler_factory = scheduler
         self.scheduler_interval = scheduler_interval
+        self.compile_backbone = compile_backbone
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_compiled_backbone", None)  # rebuilt on first use
+        return state
+
+    def _backbone(self) -> Callable[[Batch], torch.Tensor | tuple]:
+        """The backbone, or its compiled form with `compile_backbone` (built once, lazily)."""
+        if not self.compile_backbone:
+            return self.backbone
+        if "_compiled_backbone" not in self.__dict__:  # not a registered submodule
+            self.__dict__["_compiled_backbone"] = torch.compile(self.backbone, dynamic=True)
+        return self.__dict__["_compiled_backbone"]
 
     def setup(self, stage: str) -> None:
         super().setup(stage)
@@ -106,7 +127,7 @@ class PropertyRegressor(Regressor):
 
     def forward(self, batch: Batch) -> torch.Tensor:
         """Standardised head output: (B,) for a point head, (B, 2) for mean-variance."""
-        out = self.backbone(batch)
+        out = self._backbone()(batch)
         if isinstance(out, tuple):
             h, segment = out
             out = self.readout(h, segment, len(batch))
