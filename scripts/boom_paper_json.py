@@ -139,6 +139,20 @@ def tables(source: Path) -> dict[str, dict]:
                 for r in _rows(source / "table1_rmse_by_representation.csv")
             ],
         },
+        "table4": {
+            "title": "Table 4: seconds per training epoch on the 10k set and QM9, and the device",
+            "columns": ["model", "paper_model", "device", "seconds_10k", "seconds_qm9"],
+            "rows": [
+                [
+                    MODELS[r["model"]],
+                    r["model"],
+                    r["device"],
+                    float(r["seconds_per_epoch_10k"]),
+                    float(r["seconds_per_epoch_qm9"]),
+                ]
+                for r in _rows(source / "table4_runtimes.csv")
+            ],
+        },
         "table5": {
             "title": "Table 5: ID R² and OOD binned R² (mean of 3 runs)",
             "columns": ["model", "paper_model", "paper_group", "set", "task", "r2"],
