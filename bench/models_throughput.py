@@ -1,12 +1,12 @@
 """Training and inference throughput, peak memory and data-path share of every neural
-model, on the same batches of `csd10k_density` training molecules, as one table; and
-the rate of conformer generation.
+model, on the same batches of `csd10k_density` (or `--task`) training molecules, as one
+table; and the rate of conformer generation.
 
     python bench/models_throughput.py [--models mlp,chemprop,...] [--batch-size 32]
         [--batches 8] [--threads 1] [--profile 3] [--conformers 200] [--compile]
 
 Each model runs in its own process (so its peak memory is its own): its config is
-composed as train.py composes it (`task=csd10k_density split=ood`, the model's published
+composed as train.py composes it (`task=<task> split=ood`, the model's published
 sizes), its features come from the project's caches (built on first use), and it is
 timed on the same molecules, in the same order, for `--batches` batches after one
 warm-up batch. Columns:
@@ -81,16 +81,14 @@ def benchmark_molecules(dm, n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).permutation(usable)[:n]
 
 
-def benchmark_setup(name: str, batch_size: int, n_batches: int):
-    """`model=<name>`'s composed config and datamodule on csd10k_density, and the
-    training-set positions of `n_batches + 1` batches of `benchmark_molecules` (the first
-    is the warm-up): the same molecules for every model and every bench."""
+def benchmark_setup(name: str, batch_size: int, n_batches: int, task: str = "csd10k_density"):
+    """`model=<name>`'s composed config and datamodule on `task`, and the training-set
+    positions of `n_batches + 1` batches of `benchmark_molecules` (the first is the
+    warm-up): the same molecules for every model and every bench."""
     from oodmol.config import compose_config
     from oodmol.runs import build_datamodule
 
-    cfg = compose_config(
-        "train", [f"model={name}", "task=csd10k_density", "split=ood", "progress=false"]
-    )
+    cfg = compose_config("train", [f"model={name}", f"task={task}", "split=ood", "progress=false"])
     dm = build_datamodule(cfg)
     dm.prepare_data()
     dm.setup("fit")
@@ -104,13 +102,19 @@ def benchmark_setup(name: str, batch_size: int, n_batches: int):
 
 
 def measure(
-    name: str, batch_size: int, n_batches: int, profile: bool, device: str, compile: bool = False
+    name: str,
+    batch_size: int,
+    n_batches: int,
+    profile: bool,
+    device: str,
+    compile: bool = False,
+    task: str = "csd10k_density",
 ) -> dict:
     """One model's figures (run in a child process)."""
     from oodmol.models.neighbors import radius_graph
     from oodmol.runs import build_model, training_statistics
 
-    cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches)
+    cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches, task)
     dataset = dm.datasets["train"]
     collate_started = time.perf_counter()
     batches = [dm.features.collate(dataset.__getitems__(idx)) for idx in batches_idx]
@@ -237,6 +241,7 @@ def main() -> None:
     parser.add_argument("--conformers", type=int, default=200)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--compile", action="store_true", help="also with compiled backbones")
+    parser.add_argument("--task", default="csd10k_density", help="whose training molecules")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
     parser.add_argument("--with-profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
@@ -244,7 +249,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.one:
         figures = measure(
-            args.one, args.batch_size, args.batches, args.with_profile, args.device, args.compiled
+            args.one,
+            args.batch_size,
+            args.batches,
+            args.with_profile,
+            args.device,
+            args.compiled,
+            args.task,
         )
         print(json.dumps(figures))
         return
@@ -253,7 +264,7 @@ def main() -> None:
         command = [
             sys.executable, __file__, "--one", name, "--batch-size", str(args.batch_size),
             "--batches", str(args.batches), "--threads", str(args.threads),
-            "--device", args.device,
+            "--device", args.device, "--task", args.task,
         ]  # fmt: skip
         if with_profile:
             command.append("--with-profile")
@@ -269,7 +280,7 @@ def main() -> None:
     results = [child(name) for name in args.models.split(",")]
     rows = [r for r in results if "failed" not in r]
     print(
-        f"\ncsd10k_density training molecules, batch {args.batch_size}, {args.batches} "
+        f"\n{args.task} training molecules, batch {args.batch_size}, {args.batches} "
         f"batches after a warm-up, {args.threads} torch thread(s), {torch.__version__}, "
         f"device {args.device}"
     )
