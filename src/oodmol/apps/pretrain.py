@@ -124,6 +124,7 @@ def run(cfg: DictConfig) -> dict:
         enable_progress_bar=bool(cfg.progress),
         enable_model_summary=False,
         num_sanity_val_steps=0,
+        log_every_n_steps=10,
     )
     start_loss = None
     if len(held_set) and not resuming:
