@@ -201,7 +201,24 @@ def pretrained(tiny) -> dict[str, Path]:
                  f"hydra.run.dir={tiny.root / f'finetuned-{model}'}"]  # fmt: skip
         tiny.submit_chain((f"pretrain-{model}", pretrain), (f"finetune-{model}", train))
         outs[model] = out
+    resumed = tiny.root / "resumed"
+    again = ["-m", "oodmol.cli", "pretrain", "model=molformer", f"corpus={corpus}",
+             f"out={resumed}", "exclude=[]", "batch_size=16",
+             *[f"model.module.backbone.{s}" for s in TINY_SIZES], *QUIET]  # fmt: skip
+    tiny.submit_chain(
+        ("resume-first", [*again, "max_epochs=1"]),
+        ("resume-second", [*again, "max_epochs=2", "resume=true"]),
+    )
+    outs["resumed"] = resumed
     return outs
+
+
+@pytest.mark.slow
+def test_pretraining_resumes_from_its_last_checkpoint(tiny, pretrained) -> None:
+    assert '"steps": 4,' in tiny.result("resume-first").ok().stdout  # its summary, printed
+    tiny.result("resume-second").ok()
+    second = json.loads((pretrained["resumed"] / "pretrain_summary.json").read_text())
+    assert (second["steps"], second["epochs"], second["resumed"]) == (8, 2, True)
 
 
 @pytest.mark.slow

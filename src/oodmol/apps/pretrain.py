@@ -104,28 +104,7 @@ def run(cfg: DictConfig) -> dict:
     train_batches = train_loader(train_set, int(cfg.batch_size), int(cfg.seed), features.collate)
     held_batches = eval_loader(held_set, int(cfg.batch_size), features.collate)
     features.tokenizer.save(str(out / "tokenizer.json"))
-    trainer = L.Trainer(
-        max_epochs=int(cfg.max_epochs),
-        max_steps=-1 if cfg.max_steps is None else int(cfg.max_steps),
-        max_time=cfg.max_time,
-        val_check_interval=cfg.val_check_interval,
-        check_val_every_n_epoch=None if isinstance(cfg.val_check_interval, int) else 1,
-        gradient_clip_val=cfg.gradient_clip_norm,
-        accelerator=cfg.accelerator,
-        devices=1,
-        logger=CSVLogger(str(out), name="logs", version=""),
-        callbacks=[
-            ModelCheckpoint(
-                dirpath=str(checkpoint.parent),
-                filename=checkpoint.stem,
-                enable_version_counter=False,
-            )
-        ],
-        enable_progress_bar=bool(cfg.progress),
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        log_every_n_steps=10,
-    )
+    trainer = build_trainer(cfg, out, checkpoint)
     start_loss = None
     if len(held_set) and not resuming:
         start_loss = trainer.validate(module, held_batches, verbose=False)[0]["val_loss"]
@@ -173,6 +152,33 @@ SETTINGS = (
     "seed", "max_epochs", "max_steps", "max_time", "batch_size", "lr", "weight_decay",
     "warmup_fraction", "mask_probability", "holdout", "max_molecules", "gradient_clip_norm",
 )  # fmt: skip
+
+
+def build_trainer(cfg: DictConfig, out: Path, checkpoint: Path) -> L.Trainer:
+    """A single-device Trainer with the budget of `cfg`, the losses in out/logs and
+    the last state in `checkpoint` (saved after each validation, and at the end)."""
+    return L.Trainer(
+        max_epochs=int(cfg.max_epochs),
+        max_steps=-1 if cfg.max_steps is None else int(cfg.max_steps),
+        max_time=cfg.max_time,
+        val_check_interval=cfg.val_check_interval,
+        check_val_every_n_epoch=None if isinstance(cfg.val_check_interval, int) else 1,
+        gradient_clip_val=cfg.gradient_clip_norm,
+        accelerator=cfg.accelerator,
+        devices=1,
+        logger=CSVLogger(str(out), name="logs", version=""),
+        callbacks=[
+            ModelCheckpoint(
+                dirpath=str(checkpoint.parent),
+                filename=checkpoint.stem,
+                enable_version_counter=False,
+            )
+        ],
+        enable_progress_bar=bool(cfg.progress),
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=10,
+    )
 
 
 def read_corpus(cfg: DictConfig) -> Corpus:
