@@ -19,7 +19,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from safetensors.torch import load_file
-from tokenizers import Tokenizer
+from smiles_helpers import save_tiny_roberta
+from transformers import RobertaTokenizerFast
 
 from oodmol.config import CONFIG_DIR_ENV, compose_config, config_dir
 from oodmol.data.tokens import TokenFeatures, atom_level_tokenizer
@@ -174,8 +175,18 @@ def test_boom_pretraining_sweeps_every_smiles_model_and_task_scratch_and_pretrai
 
 # --- end to end ---------------------------------------------------------------------
 
-TINY_SIZES = ["layers=2", "heads=2", "hidden=16", "intermediate=32"]
+TINY = [
+    f"model.module.backbone.{s}" for s in ("layers=2", "heads=2", "hidden=16", "intermediate=32")
+]
 ENCODER_PREFIX = {"chemberta": "roberta.", "modernbert": "model.", "molformer": ""}
+# run → (model, its settings): tiny models from scratch, and ChemBERTa pretrained on
+# from a tiny hub-layout RoBERTa with its own byte-level BPE tokenizer
+RUNS = {
+    "chemberta": ("chemberta", TINY),
+    "modernbert": ("modernbert", TINY),
+    "molformer": ("molformer", TINY),
+    "chemberta-continued": ("chemberta", []),
+}
 
 
 def encoder_state(model: str, backbone: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -190,21 +201,22 @@ def pretrained(tiny) -> dict[str, Path]:
     """Each model pretrained on 64 SMILES (one invalid line too), then fine-tuned."""
     corpus = tiny.root / "corpus.smi"
     corpus.write_text("\n".join([*tiny.molecules["smiles"][:64], "C1CC("]) + "\n")
+    roberta = save_tiny_roberta(tiny.root / "tiny-roberta")
     outs = {}
-    for model in ENCODER_PREFIX:
-        out = tiny.root / f"pretrained-{model}"
+    for run, (model, settings) in RUNS.items():
+        out = tiny.root / f"pretrained-{run}"
+        start = [f"model.pretrained={roberta}"] if run == "chemberta-continued" else []
         pretrain = ["-m", "oodmol.cli", "pretrain", f"model={model}", f"corpus={corpus}",
                     f"out={out}", "exclude=[]", "max_epochs=2", "batch_size=16", "lr=1e-3",
-                    *[f"model.module.backbone.{s}" for s in TINY_SIZES], *QUIET]  # fmt: skip
+                    *settings, *start, *QUIET]  # fmt: skip
         train = ["train.py", f"model={model}", f"model.pretrained={out}", *tiny.task_args(),
                  "max_molecules=64", "trainer.max_epochs=1", *QUIET,
-                 f"hydra.run.dir={tiny.root / f'finetuned-{model}'}"]  # fmt: skip
-        tiny.submit_chain((f"pretrain-{model}", pretrain), (f"finetune-{model}", train))
-        outs[model] = out
+                 f"hydra.run.dir={tiny.root / f'finetuned-{run}'}"]  # fmt: skip
+        tiny.submit_chain((f"pretrain-{run}", pretrain), (f"finetune-{run}", train))
+        outs[run] = out
     resumed = tiny.root / "resumed"
     again = ["-m", "oodmol.cli", "pretrain", "model=molformer", f"corpus={corpus}",
-             f"out={resumed}", "exclude=[]", "batch_size=16",
-             *[f"model.module.backbone.{s}" for s in TINY_SIZES], *QUIET]  # fmt: skip
+             f"out={resumed}", "exclude=[]", "batch_size=16", *TINY, *QUIET]  # fmt: skip
     tiny.submit_chain(
         ("resume-first", [*again, "max_epochs=1"]),
         ("resume-second", [*again, "max_epochs=2", "resume=true"]),
@@ -222,27 +234,29 @@ def test_pretraining_resumes_from_its_last_checkpoint(tiny, pretrained) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", list(ENCODER_PREFIX))
-def test_pretrain_then_finetune_starts_from_the_pretrained_encoder(tiny, pretrained, model):
-    tiny.result(f"pretrain-{model}").ok()
-    out = pretrained[model]
+@pytest.mark.parametrize("run", list(RUNS))
+def test_pretrain_then_finetune_starts_from_the_pretrained_encoder(tiny, pretrained, run):
+    model = RUNS[run][0]
+    tiny.result(f"pretrain-{run}").ok()
+    out = pretrained[run]
     summary = json.loads((out / "pretrain_summary.json").read_text())
     corpus = summary["corpus"]
     assert (corpus["read"], corpus["invalid"], corpus["molecules"]) == (65, 1, 64)
     assert (corpus["train"], corpus["holdout"]) == (61, 3)
     assert summary["steps"] == 2 * 4  # 61 molecules in batches of 16, two epochs
     assert summary["loss"]["holdout_final"] < summary["loss"]["holdout_start"]
-    tiny.result(f"finetune-{model}").ok()
-    metrics = json.loads((tiny.root / f"finetuned-{model}" / "metrics.json").read_text())
+    tiny.result(f"finetune-{run}").ok()
+    metrics = json.loads((tiny.root / f"finetuned-{run}" / "metrics.json").read_text())
     assert metrics["status"] == "complete"
     # the encoder fine-tuning builds (train.py's config, the same overrides) is the saved one
     cfg = compose_config("train", [f"model={model}", f"model.pretrained={out}", *tiny.task_args()])
     features: TokenFeatures = instantiate(cfg.model.features)
     features.fit_smiles([])
-    assert (
-        features.tokenizer.get_vocab()
-        == Tokenizer.from_file(str(out / "tokenizer.json")).get_vocab()
-    )
+    vocab = features.tokenizer.get_vocab()
+    assert len(vocab) == summary["tokenizer"]["vocab_size"]
+    if run == "chemberta-continued":  # the pretrained model's own BPE vocabulary, kept
+        hub = RobertaTokenizerFast.from_pretrained(str(tiny.root / "tiny-roberta"))
+        assert vocab == hub.get_vocab()
     facts = features.facts()
     sizes = {k.removeprefix("backbone."): facts[v.name] for k, v in cfg.model.statistics.items()}
     backbone = instantiate(cfg.model.module.backbone, **sizes)
