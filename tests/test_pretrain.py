@@ -84,13 +84,22 @@ def test_masking_is_a_function_of_the_generator_seed() -> None:
     assert not torch.equal(first["labels"], other["labels"])
 
 
-def test_a_model_without_a_pretraining_objective_is_refused(capsys) -> None:
+def test_a_model_without_objective_or_a_corpus_that_is_nothing_is_refused(
+    capsys, tmp_path: Path
+) -> None:
     from oodmol.apps.pretrain import main
 
-    assert main(["model=mlp", "corpus=x.smi", "out=unused"]) == 2
+    out = f"out={tmp_path / 'out'}"
+    assert main(["model=mlp", "corpus=x.smi", out]) == 2
     assert "model=mlp has no pretraining objective" in capsys.readouterr().err
-    assert main(["model=modernbert", "out=unused"]) == 2
+    assert main(["model=modernbert", out]) == 2
     assert "corpus=... is required" in capsys.readouterr().err
+    assert main(["model=modernbert", "corpus=absent.smi", "exclude=qm9_homo", out]) == 2
+    assert "'absent.smi', neither a file nor a task" in capsys.readouterr().err
+    (tmp_path / "x.smi").write_text("CCO\nCCN\n")
+    assert main(["model=modernbert", f"corpus={tmp_path}/x.smi", "exclude=qm9_hom", out]) == 2
+    assert "'qm9_hom', neither a file nor a task" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_canonical_smiles_reports_invalid_ones() -> None:

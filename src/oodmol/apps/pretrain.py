@@ -36,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 from oodmol.config import compose_config, config_dir
-from oodmol.data.__main__ import UsageError, check_choices
+from oodmol.data.__main__ import UsageError, check_choices, names_of
 from oodmol.data.statistics import FeatureFact
 from oodmol.data.tokens import TokenFeatures
 from oodmol.io import atomic_write_json
@@ -73,11 +73,11 @@ def main(argv: list[str]) -> int:
 def run(cfg: DictConfig) -> dict:
     """Pretrain as `cfg` says; the summary written to out/pretrain_summary.json."""
     started = time.perf_counter()
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     corpus = read_corpus(cfg)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
     train_at, held_at = holdout_split(len(corpus.smiles), float(cfg.holdout), int(cfg.seed))
     train_smiles = [corpus.smiles[i] for i in train_at]
     held_smiles = [corpus.smiles[i] for i in held_at]
@@ -184,22 +184,19 @@ def build_trainer(cfg: DictConfig, out: Path, checkpoint: Path) -> L.Trainer:
 def read_corpus(cfg: DictConfig) -> Corpus:
     """The corpus less test molecules, and at most `max_molecules` of it (seeded)."""
     corpus_arg = cfg.corpus
-    if OmegaConf.is_list(corpus_arg):
-        names = [str(n) for n in corpus_arg]
-    elif Path(str(corpus_arg)).is_file():
-        names = None
-    else:
-        names = [str(corpus_arg)]
+    file = not OmegaConf.is_list(corpus_arg) and Path(str(corpus_arg)).is_file()
+    names = [] if file else [str(n) for n in names_of(corpus_arg)]
+    exclude = [str(n) for n in names_of(cfg.exclude or [])]
     known = {p.stem for p in (config_dir() / "task").glob("*.yaml")}
-    for name in [*(names or []), *cfg.exclude]:
+    for name in [*names, *exclude]:
         if name not in known:
             raise UsageError(
                 f"corpus or exclude names {name!r}, neither a file nor a task "
                 f"(tasks: {', '.join(sorted(known))})"
             )
     corpus = build_corpus(
-        str(corpus_arg) if names is None else names,
-        [str(n) for n in cfg.exclude],
+        str(corpus_arg) if file else names,
+        exclude,
         str(cfg.split),
         Path(cfg.paths.data_dir),
         str(cfg.smiles_column),
