@@ -7,6 +7,7 @@ oodmol data     {export,prepare,card} <overrides>   data sets, splits, feature c
 oodmol report   <runs> --out <dir>     the leaderboard of a folder of runs
 oodmol reproduce <runs> [--run]        BOOM's numbers beside ours under both protocols
 oodmol llm      task=... backend={hf,openai} out=...   a language model's answers (BOOM App. E)
+oodmol pretrain model=... corpus=... out=...   masked-LM pretraining of a SMILES encoder
 oodmol uq       combine <members> --out <dir>       combine ensemble members
 oodmol ablation {transfer,augmentation} <runs> --out <dir>   BOOM's Figs. 5 and 7
 oodmol campaign task=... acquisition=... rounds=R batch=B   a discovery campaign
@@ -35,6 +36,7 @@ TOOLS = {
     "campaign-report": "oodmol.campaign.report",
     "data": "oodmol.data.__main__",
     "llm": "oodmol.apps.llm",
+    "pretrain": "oodmol.apps.pretrain",
     "report": "oodmol.report.__main__",
     "reproduce": "oodmol.apps.reproduce",
     "uq": "oodmol.uq.__main__",

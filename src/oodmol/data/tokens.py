@@ -85,14 +85,19 @@ class TokenFeatures(FeatureSet):
         self.truncated: dict[str, int] = {}
 
     def fit(self, store: FeatureStore, train_ids: np.ndarray) -> dict:
+        self.fit_smiles(_smiles(store, train_ids) if self.source is None else [])
+        saved = self._save_beside(store)
+        return {"vocab_size": self.tokenizer.get_vocab_size(), "tokenizer": str(saved)}
+
+    def fit_smiles(self, smiles: list[str]) -> None:
+        """The tokenizer: the pretrained one, or the atom-level one of the training
+        molecules' canonical `smiles` (also what `oodmol pretrain` builds from its corpus)."""
         if self.source is None:
-            self.tokenizer = atom_level_tokenizer(self._texts(store, train_ids))
+            self.tokenizer = atom_level_tokenizer(self.texts(smiles))
         else:
             self.tokenizer = pretrained_tokenizer(self.source)
             self.tokenizer.no_padding()  # batches pad themselves; `max_length` truncates
             self.tokenizer.no_truncation()
-        saved = self._save_beside(store)
-        return {"vocab_size": self.tokenizer.get_vocab_size(), "tokenizer": str(saved)}
 
     def _save_beside(self, store: FeatureStore) -> Path:
         text = self.tokenizer.to_str()
@@ -105,8 +110,8 @@ class TokenFeatures(FeatureSet):
                 log.info("tokenizer not saved beside the cache (%s)", error)
         return path
 
-    def _texts(self, store: FeatureStore, mol_ids: np.ndarray) -> list[str]:
-        smiles = _smiles(store, mol_ids)
+    def texts(self, smiles: list[str]) -> list[str]:
+        """What is tokenised of canonical `smiles`: them, or them without stereo."""
         return smiles if self.isomeric else [non_isomeric(s) for s in smiles]
 
     def facts(self) -> dict[str, int]:
@@ -128,7 +133,11 @@ class TokenFeatures(FeatureSet):
     def dataset(
         self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
     ) -> Dataset:
-        encodings = self.tokenizer.encode_batch(self._texts(store, mol_ids))
+        return self.token_set(_smiles(store, mol_ids), y, name)
+
+    def token_set(self, smiles: list[str], y: np.ndarray | None, name: str) -> TokenSet:
+        """The token ids of canonical `smiles` (set `name` in the counts)."""
+        encodings = self.tokenizer.encode_batch(self.texts(smiles))
         unk = special_id(self.tokenizer, UNK)
         self.imputed[name] = sum(e.ids.count(unk) for e in encodings) if unk is not None else 0
         ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]

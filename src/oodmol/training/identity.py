@@ -64,8 +64,9 @@ NEUTRAL_MODEL_SETTINGS = {"init_from": None, "freeze": []}
 # split settings every split config has that change nothing at these values (the test
 # sets never change; split.val=tail and split.subset change the training set)
 NEUTRAL_SPLIT_SETTINGS = {"val": "random", "subset": None}
-# model settings that only name things (model.parts: names model.freeze may use)
-NAMING_MODEL_SETTINGS = ("parts",)
+# model settings that only name things (model.parts: names model.freeze may use) or
+# say how `oodmol pretrain` trains the model (model.pretraining), not this run
+NAMING_MODEL_SETTINGS = ("parts", "pretraining")
 # callbacks that only observe a run
 OBSERVER_CALLBACKS = frozenset({"test_evaluation", "ood_trajectory"})
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers import RobertaConfig, RobertaModel
+from transformers import RobertaConfig, RobertaForMaskedLM, RobertaModel
 
 from oodmol.data.batches import TokenBatch
 from oodmol.pretrained import resolve_pretrained
+from oodmol.pretraining.objective import HFMaskedLM
 
 
 class ChemBERTa(nn.Module):
@@ -47,17 +48,8 @@ class ChemBERTa(nn.Module):
                     "tokenizer (model.tokenizer)"
                 )
         else:
-            config = RobertaConfig(
-                vocab_size=vocab_size,
-                pad_token_id=pad_id,
-                num_hidden_layers=layers,
-                num_attention_heads=heads,
-                hidden_size=hidden,
-                intermediate_size=intermediate,
-                max_position_embeddings=max_positions,
-                hidden_dropout_prob=dropout,
-                attention_probs_dropout_prob=dropout,
-                type_vocab_size=1,
+            config = roberta_config(
+                vocab_size, pad_id, layers, heads, hidden, intermediate, max_positions, dropout
             )
             self.encoder = RobertaModel(config, add_pooling_layer=False)
         drop = config.classifier_dropout
@@ -73,3 +65,56 @@ class ChemBERTa(nn.Module):
         ).last_hidden_state
         first = self.dropout(states[:, 0])
         return self.dropout(torch.tanh(self.dense(first)))
+
+
+class ChemBERTaMaskedLM(HFMaskedLM):
+    """`RobertaForMaskedLM` with ChemBERTa's settings (the backbone's arguments): what
+    `oodmol pretrain model=chemberta` trains, as ChemBERTa itself was pretrained. It saves
+    the hub checkpoint's layout, which `model.pretrained` loads (the LM head too, to
+    pretrain on); with `pretrained` it goes on from that model and its LM head."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        pretrained: str | None = None,
+        layers: int = 6,
+        heads: int = 12,
+        hidden: int = 768,
+        intermediate: int = 3072,
+        max_positions: int = 515,
+        dropout: float = 0.1,
+    ) -> None:
+        if pretrained is not None:
+            model = RobertaForMaskedLM.from_pretrained(str(resolve_pretrained(pretrained)))
+        else:
+            config = roberta_config(
+                vocab_size, pad_id, layers, heads, hidden, intermediate, max_positions, dropout
+            )
+            model = RobertaForMaskedLM(config)
+        super().__init__(model)
+
+
+def roberta_config(
+    vocab_size: int,
+    pad_id: int,
+    layers: int,
+    heads: int,
+    hidden: int,
+    intermediate: int,
+    max_positions: int,
+    dropout: float,
+) -> RobertaConfig:
+    """A RoBERTa of these sizes over the run's vocabulary (ChemBERTa's single segment)."""
+    return RobertaConfig(
+        vocab_size=vocab_size,
+        pad_token_id=pad_id,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        max_position_embeddings=max_positions,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        type_vocab_size=1,
+    )

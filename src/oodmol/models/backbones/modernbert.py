@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers import ModernBertConfig, ModernBertModel
+from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
 from transformers.models.modernbert.modeling_modernbert import ModernBertPredictionHead
 
 from oodmol.data.batches import TokenBatch
 from oodmol.pretrained import resolve_pretrained
+from oodmol.pretraining.objective import HFMaskedLM
 
 
 class ModernBERT(nn.Module):
@@ -53,26 +54,10 @@ class ModernBERT(nn.Module):
                     f"embeddings of model.pretrained={pretrained}"
                 )
         else:
-            config = ModernBertConfig(
-                vocab_size=vocab_size,
-                pad_token_id=pad_id,
-                cls_token_id=cls_id,
-                bos_token_id=cls_id,
-                sep_token_id=sep_id,
-                eos_token_id=sep_id,
-                num_hidden_layers=layers,
-                num_attention_heads=heads,
-                hidden_size=hidden,
-                intermediate_size=intermediate,
-                layer_types=[
-                    "full_attention" if i % global_every == 0 else "sliding_attention"
-                    for i in range(layers)
-                ],
-                local_attention=local_window,
-                max_position_embeddings=max_positions,
-                classifier_pooling="mean",
-                classifier_dropout=classifier_dropout,
-            )
+            config = modernbert_config(
+                vocab_size, pad_id, cls_id, sep_id, layers, heads, hidden, intermediate,
+                global_every, local_window, max_positions, classifier_dropout,
+            )  # fmt: skip
             self.encoder = ModernBertModel(config)
         self.head = ModernBertPredictionHead(config)
         self.drop = nn.Dropout(config.classifier_dropout)
@@ -84,3 +69,73 @@ class ModernBERT(nn.Module):
         weights = mask.unsqueeze(-1).to(states.dtype)
         pooled = (states * weights).sum(dim=1) / weights.sum(dim=1)
         return self.drop(self.head(pooled))
+
+
+class ModernBERTMaskedLM(HFMaskedLM):
+    """`ModernBertForMaskedLM` with the backbone's settings: what `oodmol pretrain
+    model=modernbert` trains (ModernBERT's own pretraining objective). Its saved folder
+    loads with `model.pretrained` (the encoder; the LM head to pretrain on)."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        cls_id: int | None = None,
+        sep_id: int | None = None,
+        pretrained: str | None = None,
+        layers: int = 8,
+        heads: int = 12,
+        hidden: int = 768,
+        intermediate: int = 1152,
+        global_every: int = 3,
+        local_window: int = 128,
+        max_positions: int = 8192,
+        classifier_dropout: float = 0.0,
+    ) -> None:
+        if pretrained is not None:
+            model = ModernBertForMaskedLM.from_pretrained(str(resolve_pretrained(pretrained)))
+        else:
+            config = modernbert_config(
+                vocab_size, pad_id, cls_id, sep_id, layers, heads, hidden, intermediate,
+                global_every, local_window, max_positions, classifier_dropout,
+            )  # fmt: skip
+            model = ModernBertForMaskedLM(config)
+        super().__init__(model)
+
+
+def modernbert_config(
+    vocab_size: int,
+    pad_id: int,
+    cls_id: int | None,
+    sep_id: int | None,
+    layers: int,
+    heads: int,
+    hidden: int,
+    intermediate: int,
+    global_every: int,
+    local_window: int,
+    max_positions: int,
+    classifier_dropout: float,
+) -> ModernBertConfig:
+    """A ModernBERT of these sizes over the run's vocabulary and special-token ids, with
+    global attention every `global_every` layers (the first included)."""
+    return ModernBertConfig(
+        vocab_size=vocab_size,
+        pad_token_id=pad_id,
+        cls_token_id=cls_id,
+        bos_token_id=cls_id,
+        sep_token_id=sep_id,
+        eos_token_id=sep_id,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        layer_types=[
+            "full_attention" if i % global_every == 0 else "sliding_attention"
+            for i in range(layers)
+        ],
+        local_attention=local_window,
+        max_position_embeddings=max_positions,
+        classifier_pooling="mean",
+        classifier_dropout=classifier_dropout,
+    )

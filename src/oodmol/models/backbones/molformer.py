@@ -251,16 +251,15 @@ class MoLFormer(nn.Module):
         if state is not None:
             self.load_encoder_state(state)
 
-    def encode(self, batch: TokenBatch) -> torch.Tensor:
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The tokens' final states (batch, length, hidden)."""
-        mask = batch.attention_mask
-        x = self.embeddings.dropout(self.embeddings.word_embeddings(batch.input_ids))
+        x = self.embeddings.dropout(self.embeddings.word_embeddings(input_ids))
         for layer in self.encoder.layer:
-            x = layer(x, mask)
+            x = layer(x, attention_mask)
         return self.LayerNorm(x)
 
     def forward(self, batch: TokenBatch) -> torch.Tensor:
-        states = self.encode(batch)
+        states = self.encode(batch.input_ids, batch.attention_mask)
         weights = batch.attention_mask.unsqueeze(-1).to(states.dtype)
         pooled = (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
         return self.classifier(pooled)
@@ -275,16 +274,72 @@ class MoLFormer(nn.Module):
         if missing or unexpected:
             raise ValueError(f"MoLFormer weights: missing {missing}, unexpected {unexpected}")
 
-    def save_pretrained(self, folder: str | Path) -> Path:
-        """config.json (the hub's keys) and model.safetensors (the encoder, hub names)."""
+    def save_pretrained(
+        self, folder: str | Path, extra: dict[str, torch.Tensor] | None = None
+    ) -> Path:
+        """config.json (the hub's keys) and model.safetensors (the encoder, hub names,
+        and the `extra` tensors, such as a language-model head's)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         config = {theirs: self.config[ours] for ours, theirs in CONFIG_KEYS.items()}
         config.update(model_type="molformer", hidden_act="gelu", feature_map_kernel="relu")
         (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        tensors = {k: v.contiguous() for k, v in self.encoder_state_dict().items()}
+        tensors = {
+            k: v.contiguous() for k, v in {**self.encoder_state_dict(), **(extra or {})}.items()
+        }
         save_file(tensors, str(folder / WEIGHTS))
         return folder
+
+
+class MaskedLMHead(nn.Module):
+    """The language-model head of IBM's pretraining (`lm_layer`): dense → GELU →
+    LayerNorm → a bias-free projection onto the vocabulary."""
+
+    def __init__(self, hidden: int, vocab_size: int, eps: float) -> None:
+        super().__init__()
+        self.dense = nn.Linear(hidden, hidden)
+        self.LayerNorm = nn.LayerNorm(hidden, eps=eps)
+        self.decoder = nn.Linear(hidden, vocab_size, bias=False)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.LayerNorm(nn.functional.gelu(self.dense(states))))
+
+
+class MoLFormerMaskedLM(nn.Module):
+    """The MoLFormer encoder (the backbone's arguments) with IBM's language-model head,
+    trained by masked-language modelling as MoLFormer was: what `oodmol pretrain
+    model=molformer` trains. It saves the hub layout `model.pretrained` loads, the head
+    as `lm_head.*` (which fine-tuning leaves out); with `pretrained` it goes on from that
+    model, and from its head where the folder has one of this layout."""
+
+    def __init__(
+        self, vocab_size: int, pad_id: int, pretrained: str | None = None, **sizes
+    ) -> None:
+        super().__init__()
+        self.molformer = MoLFormer(vocab_size, pad_id, pretrained, **sizes)
+        config = self.molformer.config
+        self.lm_head = MaskedLMHead(
+            config["hidden"], config["vocab_size"], config["layer_norm_eps"]
+        )
+        if pretrained is not None:
+            state = load_file(str(resolve_pretrained(pretrained) / WEIGHTS))
+            head = {
+                k.removeprefix("lm_head."): v for k, v in state.items() if k.startswith("lm_head.")
+            }
+            if head.keys() == self.lm_head.state_dict().keys():
+                self.lm_head.load_state_dict(head)
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
+        states = self.molformer.encode(input_ids, attention_mask)
+        chosen = labels != -100  # the head only where the loss looks
+        logits = self.lm_head(states[chosen])
+        return nn.functional.cross_entropy(logits, labels[chosen])
+
+    def save_pretrained(self, folder: Path) -> None:
+        head = {f"lm_head.{k}": v for k, v in self.lm_head.state_dict().items()}
+        self.molformer.save_pretrained(folder, extra=head)
 
 
 def hub_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
