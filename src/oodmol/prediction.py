@@ -112,8 +112,8 @@ def _featurised(
 def _predictions(
     cfg: DictConfig, run: DictConfig, checkpoint: dict, store: FeatureStore, lines: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Mean and variance components by line, as the model predicts at test time (MC
-    dropout samples with the run's seed)."""
+    """Mean, variance components and the model's per-molecule flags by line, as the
+    model predicts at test time (MC dropout samples with the run's seed)."""
     features = instantiate(run.model.features)
     features.load_state_dict(checkpoint[FEATURES_KEY])
     dataset = features.dataset(store, lines, None, "predict")
@@ -134,6 +134,8 @@ def _predictions(
     for name in ("pred", *VARIANCES):
         if outputs[0][name] is not None:
             columns[name] = torch.cat([o[name] for o in outputs]).double().numpy()
+    for flag in outputs[0].get("flags") or {}:  # e.g. the RT's malformed decodes
+        columns[flag] = torch.cat([o["flags"][flag] for o in outputs]).long().numpy()
     return columns
 
 
@@ -155,6 +157,8 @@ def _output(
         for name in VARIANCES:
             if name in found:
                 frame[name.replace("var", "y_std")] = frame["line"].map(np.sqrt(found[name]))
+        for flag in found.columns.difference(["pred", *VARIANCES]):
+            frame[flag] = frame["line"].map(found[flag]).astype("Int64")
     else:
         frame["y_pred"] = np.nan
     frame["error"] = frame["line"].map(rejected).fillna("")

@@ -16,7 +16,9 @@ STD_COLUMNS = ("y_std", "y_std_epistemic", "y_std_aleatoric")
 @dataclass
 class SetPredictions:
     """Predictions for one set, aligned by position. `y_std` is the total predictive
-    standard deviation; its epistemic and aleatoric parts where the model knows them."""
+    standard deviation; its epistemic and aleatoric parts where the model knows them.
+    `flags`: per-molecule marks the model raised about its predictions (the Regression
+    Transformer's `malformed` decodes), written as 0/1 columns."""
 
     name: str  # "id", "ood" or "val"
     mol_id: np.ndarray
@@ -26,6 +28,7 @@ class SetPredictions:
     y_std: np.ndarray | None = None
     y_std_epistemic: np.ndarray | None = None
     y_std_aleatoric: np.ndarray | None = None
+    flags: dict[str, np.ndarray] | None = None
 
     def frame(self) -> pd.DataFrame:
         columns = {
@@ -38,6 +41,8 @@ class SetPredictions:
         for name in STD_COLUMNS:
             if getattr(self, name) is not None:
                 columns[name] = getattr(self, name)
+        for name, marked in (self.flags or {}).items():
+            columns[name] = np.asarray(marked, dtype=np.int64)
         return pd.DataFrame(columns)
 
 

@@ -64,7 +64,7 @@ class TestEvaluation(L.Callback):
         dm = trainer.datamodule
         sets = {}
         for i, name in enumerate(dm.predicted_sets()):
-            index, pred, variances = self._gathered(pl_module, self.outputs[i])
+            index, pred, variances, flags = self._gathered(pl_module, self.outputs[i])
             expected = len(dm.mol_ids(name))
             if len(index) != expected or not np.array_equal(index, np.arange(expected)):
                 raise RuntimeError(
@@ -77,6 +77,7 @@ class TestEvaluation(L.Callback):
                 dm.targets(name),
                 pred,
                 **std_columns(*variances),
+                flags=flags,
             )
         if trainer.global_rank != 0:
             return
@@ -108,18 +109,23 @@ class TestEvaluation(L.Callback):
     @staticmethod
     def _gathered(
         pl_module: L.LightningModule, outputs: list[dict]
-    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
-        """Positions, means and variance components (None where the model has none)."""
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None], dict[str, np.ndarray] | None]:
+        """Positions, means, variance components (None where the model has none) and the
+        model's per-molecule flags (None where it raises none)."""
         columns = {"index": torch.cat([o["index"] for o in outputs])}
         for key in ("pred", *VARIANCES):
             if outputs[0][key] is not None:
                 columns[key] = torch.cat([o[key] for o in outputs]).double()
+        names = list(outputs[0].get("flags") or {})
+        for name in names:
+            columns[f"flag {name}"] = torch.cat([o["flags"][name] for o in outputs]).long()
         if pl_module.trainer.world_size > 1:
             columns = {k: pl_module.all_gather(v).flatten() for k, v in columns.items()}
         columns = {k: v.cpu().numpy() for k, v in columns.items()}
         index, order = np.unique(columns["index"], return_index=True)  # drops DDP padding
         variances = [columns[k][order] if k in columns else None for k in VARIANCES]
-        return index, columns["pred"][order], variances
+        flags = {name: columns[f"flag {name}"][order].astype(bool) for name in names}
+        return index, columns["pred"][order], variances, flags or None
 
 
 def _log_everywhere(trainer: L.Trainer, metrics: dict, figures: dict, output_dir: Path) -> None:

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from oodmol.eval.metrics import binned_r2, check_finite_predictions, regression_metrics
 from oodmol.predictions import SetPredictions
 
 
 def compute_metrics(sets: Mapping[str, SetPredictions], train_median: float) -> dict:
     """Regression metrics of the ID and OOD sets; the OOD set adds BOOM's binned R² (split
-    at the median of the training targets). A non-finite prediction in any set stops
-    everything, naming the molecules: a NaN metric would hide which inputs broke the
-    model."""
+    at the median of the training targets), and each set counts the molecules the model
+    flagged (`SetPredictions.flags`, e.g. malformed decodes). A non-finite prediction in
+    any set stops everything, naming the molecules: a NaN metric would hide which inputs
+    broke the model."""
     metrics: dict = {}
     for name, s in sets.items():
         check_finite_predictions(
@@ -21,6 +24,8 @@ def compute_metrics(sets: Mapping[str, SetPredictions], train_median: float) -> 
         )
         if name in ("id", "ood"):
             metrics[name] = regression_metrics(s.y_true, s.y_pred)
+            for flag, marked in (s.flags or {}).items():
+                metrics[name][flag] = int(np.sum(marked))
     if "ood" in sets:
         tails = binned_r2(sets["ood"].y_true, sets["ood"].y_pred, train_median)
         metrics["ood"].update(tails)

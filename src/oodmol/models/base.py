@@ -18,6 +18,9 @@ class Prediction:
     mean: torch.Tensor
     var_epistemic: torch.Tensor | None = None
     var_aleatoric: torch.Tensor | None = None
+    # per-molecule marks a model raises about its own predictions (the Regression
+    # Transformer's malformed decodes): columns of predictions.csv, counted per set
+    flags: dict[str, torch.Tensor] | None = None
 
 
 class Regressor(L.LightningModule):
@@ -82,6 +85,7 @@ class Regressor(L.LightningModule):
             "pred": prediction.mean.detach(),
             "var_epistemic": _detached(prediction.var_epistemic),
             "var_aleatoric": _detached(prediction.var_aleatoric),
+            "flags": prediction.flags,
         }
 
     def predict_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> dict:

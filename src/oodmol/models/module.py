@@ -19,7 +19,34 @@ from oodmol.uq.dropout import FixedRateDropout
 from oodmol.uq.mixture import mixture
 
 
-class PropertyRegressor(Regressor):
+class ConfiguredOptimisation:
+    """Optimiser, scheduler and gradient clipping from a model's config (partials:
+    `optimizer_factory`, `scheduler_factory`, `scheduler_interval`, `parameter_groups`,
+    `gradient_clip_norm`), shared by the Lightning modules that train that way."""
+
+    def configure_gradient_clipping(
+        self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None
+    ) -> None:
+        if self.gradient_clip_norm is not None:
+            gradient_clip_val, gradient_clip_algorithm = self.gradient_clip_norm, "norm"
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    def configure_optimizers(self):
+        optimizer = build_optimizer(self.optimizer_factory, self, self.parameter_groups)
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = build_scheduler(self.scheduler_factory, optimizer, self.trainer)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {
+                "scheduler": scheduler,
+                "interval": self.scheduler_interval,
+                "monitor": "val_loss",
+            },
+        }
+
+
+class PropertyRegressor(ConfiguredOptimisation, Regressor):
     """The generic neural model: any backbone, shared readout and head.
 
     A backbone returns either one vector per molecule, or per-atom vectors with the
@@ -163,27 +190,6 @@ class PropertyRegressor(Regressor):
             loss = loss + self.mc_dropout.regularization(self.n_train)
             self.log_dict(self.mc_dropout.rates(), batch_size=len(target))
         return loss
-
-    def configure_gradient_clipping(
-        self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None
-    ) -> None:
-        if self.gradient_clip_norm is not None:
-            gradient_clip_val, gradient_clip_algorithm = self.gradient_clip_norm, "norm"
-        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
-
-    def configure_optimizers(self):
-        optimizer = build_optimizer(self.optimizer_factory, self, self.parameter_groups)
-        if self.scheduler_factory is None:
-            return optimizer
-        scheduler = build_scheduler(self.scheduler_factory, optimizer, self.trainer)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {
-                "scheduler": scheduler,
-                "interval": self.scheduler_interval,
-                "monitor": "val_loss",
-            },
-        }
 
 
 def atom_counts(batch: Batch) -> torch.Tensor:
