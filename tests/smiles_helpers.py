@@ -1,6 +1,7 @@
 """Tiny pretrained SMILES transformers for the tests, saved as `save_pretrained` writes
 them: a RoBERTa (ChemBERTa's layout: config, weights, a byte-level BPE tokenizer as
-vocab.json + merges.txt), a ModernBERT and a MoLFormer with the atom-level tokenizer."""
+vocab.json + merges.txt), a ModernBERT and a MoLFormer with the atom-level tokenizer, a
+Regression Transformer with its SELFIES tokenizer."""
 
 from __future__ import annotations
 
@@ -71,5 +72,19 @@ def save_tiny_molformer(folder: Path) -> Path:
     torch.manual_seed(0)
     sizes = dict(layers=2, heads=2, hidden=16, intermediate=16, features=8)
     MoLFormer(tokenizer.get_vocab_size(), pad_id=0, **sizes).save_pretrained(folder)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def save_tiny_rt(folder: Path) -> Path:
+    """A randomly initialised 2-layer Regression Transformer (XLNet LM, d_model 16) and
+    the RT tokenizer of `SMILES` (as tokenizer.json)."""
+    from oodmol.data.rt_tokens import rt_tokenizer, to_selfies
+    from oodmol.models.backbones.rt import RTLanguageModel
+
+    tokenizer = rt_tokenizer([to_selfies(s) for s in SMILES])
+    torch.manual_seed(0)
+    sizes = dict(layers=2, heads=2, hidden=16, intermediate=32)
+    RTLanguageModel(tokenizer.get_vocab_size(), pad_id=0, **sizes).save_pretrained(folder)
     tokenizer.save(str(folder / "tokenizer.json"))
     return folder
