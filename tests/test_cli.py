@@ -18,6 +18,9 @@ from rdkit import Chem
 from oodmol.prediction import _validated
 
 OODMOL = str(Path(sys.executable).parent / "oodmol")  # the console script pyproject declares
+# a tiny Regression Transformer: its predictions carry the per-molecule `malformed` flag
+RT = ["model=rt", "model.max_epochs=2", *[f"model.module.backbone.{o}" for o in
+      ("layers=2", "heads=2", "hidden=16", "intermediate=32")]]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory):
         "name,smiles\n" + "\n".join(f"{name},{smiles}" for name, smiles in rows) + "\n"
     )
     task.notes.update(ids=ids, rows=rows)
-    for model, args in (("mlp", MLP), ("rf", RF)):
+    for model, args in (("mlp", MLP), ("rf", RF), ("rt", RT)):
         run = root / model
         train = ["train", *task.task_args(), *QUIET, *args, f"hydra.run.dir={run}"]
         predict = [
@@ -94,7 +97,7 @@ def test_data_tools_run_through_the_command(cli: TinyTask) -> None:
     assert set(pd.read_csv(cli.root / "export.csv")["set"]) == {"train", "val", "id", "ood"}
 
 
-@pytest.mark.parametrize("model", ["mlp", "rf"])
+@pytest.mark.parametrize("model", ["mlp", "rf", "rt"])
 def test_predict_matches_the_runs_own_test_predictions(cli: TinyTask, model: str) -> None:
     cli.result(model).ok()
     out = cli.result(f"{model}_predict").ok().stdout
@@ -111,6 +114,9 @@ def test_predict_matches_the_runs_own_test_predictions(cli: TinyTask, model: str
     assert ok["canonical_smiles"].tolist() == expected["smiles"].tolist()
     if model == "rf":  # the forest's spread over trees comes along
         np.testing.assert_allclose(ok["y_std"].astype(float), expected["y_std"], rtol=1e-6)
+    if model == "rt":  # and the RT's malformed decodes, marked as in its predictions.csv
+        assert ok["malformed"].astype(int).tolist() == expected["malformed"].tolist()
+        assert (predicted[predicted["error"] != ""]["malformed"] == "").all()
 
 
 @pytest.mark.parametrize("model", ["mlp", "rf"])
