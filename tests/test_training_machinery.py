@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from oodmol.models.schedules import warmup_cosine
+from oodmol.models.schedules import linear_decay, warmup_cosine
 from oodmol.training.optim import build_optimizer, parameter_groups
 
 
@@ -96,3 +96,22 @@ def test_warmup_cosine_rates() -> None:
     assert rates[16] == pytest.approx(midway)
     assert rates[-1] == pytest.approx(0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * 26 / 27)))
     assert all(a >= b for a, b in itertools.pairwise(rates[2:]))
+
+
+@pytest.mark.parametrize("warmup, expected", [(0, [1.0, 29 / 30, 1 / 30]), (5, [0.0, 1.0, 1 / 25])])
+def test_linear_decay_rates(warmup: int, expected: list[float]) -> None:
+    """30 steps (Hugging Face's "linear" schedule): warm-up from 0, then down to 0 one step
+    past the last."""
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(()))], lr=1.0)
+    trainer = SimpleNamespace(
+        max_epochs=3, estimated_stepping_batches=30, num_training_batches=10,
+        accumulate_grad_batches=1,
+    )  # fmt: skip
+    schedule = linear_decay(optimizer, trainer, warmup_steps=warmup)
+    rates = []
+    for _ in range(30):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert [rates[0], rates[max(warmup, 1)], rates[-1]] == pytest.approx(expected)
+    assert all(a >= b for a, b in itertools.pairwise(rates[warmup:]))

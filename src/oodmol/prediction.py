@@ -135,7 +135,7 @@ def _predictions(
         if outputs[0][name] is not None:
             columns[name] = torch.cat([o[name] for o in outputs]).double().numpy()
     for flag in outputs[0].get("flags") or {}:  # e.g. the RT's malformed decodes
-        columns[flag] = torch.cat([o["flags"][flag] for o in outputs]).long().numpy()
+        columns[flag] = torch.cat([o["flags"][flag] for o in outputs]).long().cpu().numpy()
     return columns
 
 

@@ -126,3 +126,19 @@ def warmup_cosine(
         return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return LambdaLR(optimizer, factor)
+
+
+def linear_decay(optimizer: Optimizer, trainer: L.Trainer, warmup_steps: int = 0) -> LambdaLR:
+    """A linear warm-up over `warmup_steps`, then a linear decay to 0 at the last
+    optimizer step (`scheduler_interval: step`): the Hugging Face Trainer's default
+    schedule ("linear"), with which BOOM trained the Regression Transformer."""
+    if not trainer.max_epochs or trainer.max_epochs < 0:
+        raise ValueError("linear_decay needs a finite trainer.max_epochs to decay over")
+    total = trainer.max_epochs * steps_per_epoch(trainer)
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return step / warmup_steps
+        return max(0.0, (total - step) / max(1, total - warmup_steps))
+
+    return LambdaLR(optimizer, factor)
