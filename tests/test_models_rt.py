@@ -156,6 +156,40 @@ class FixedLogits(nn.Module):
         return self.logits
 
 
+class Capture(FixedLogits):
+    """Keeps the masks it is given."""
+
+    def forward(self, input_ids, attention_mask, perm_mask, target_mapping) -> torch.Tensor:
+        self.seen = perm_mask.bool(), target_mapping
+        return torch.zeros(len(input_ids), 5, 60)
+
+
+def test_training_sees_the_block_in_a_random_order() -> None:
+    """Each target sees the molecule and the targets before it in its own random order:
+    never itself, and over the block a strict order (10 visible pairs of 5 targets); the
+    molecule's tokens never see the block."""
+    capture = Capture([], 60)
+    model = RegressionTransformer(capture, optimizer=torch.optim.AdamW)
+    n, length = 6, 12
+    batch = TokenBatch(
+        input_ids=torch.ones(n, length, dtype=torch.int64),
+        attention_mask=torch.ones(n, length, dtype=torch.int64),
+        index=torch.arange(n),
+    )
+    torch.manual_seed(0)
+    model.block_logits(batch, random_order=True)
+    hidden, mapping = capture.seen
+    assert mapping.argmax(dim=2).tolist() == [list(range(2, 7))] * n
+    block = hidden[:, BLOCK, BLOCK]
+    assert block.diagonal(dim1=1, dim2=2).all()
+    assert ((~block).sum(dim=(1, 2)) == 10).all()
+    assert ((~block) & (~block).transpose(1, 2)).sum() == 0  # antisymmetric
+    assert hidden[:, :, BLOCK][:, BLOCK.stop :].all() and hidden[:, :2, BLOCK].all()
+    assert not hidden[:, :, BLOCK.stop :].any() and not hidden[:, :, :2].any()
+    orders = {tuple((~block[i]).sum(dim=1).tolist()) for i in range(n)}
+    assert len(orders) > 1  # each molecule its own order
+
+
 def test_malformed_predictions_are_flagged_and_counted() -> None:
     rows = [
         ["_0_0_", "_._", "_9_-1_", "_1_-2_", "_3_-3_"],
