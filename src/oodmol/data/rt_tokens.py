@@ -23,9 +23,7 @@ import numpy as np
 from tokenizers import Regex, Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Split
-from torch.utils.data import Dataset
 
-from oodmol.data.store import FeatureStore
 from oodmol.data.tokens import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, TokenFeatures, TokenSet
 from oodmol.pretrained import resolve_pretrained
 
@@ -79,21 +77,18 @@ class RTFeatures(TokenFeatures):
     or a folder holding one; None builds it from the training molecules). `max_length`
     truncates longer sequences (the last token kept is then not [SEP]; counted per set)."""
 
-    def fit(self, store: FeatureStore, train_ids: np.ndarray) -> dict:
+    def fit_smiles(self, smiles: list[str]) -> None:
         if self.source is None:
-            self.tokenizer = rt_tokenizer(self._texts(store, train_ids))
+            self.tokenizer = rt_tokenizer(self.texts(smiles))
         else:
             self.tokenizer = _saved_tokenizer(self.source)
-        saved = self._save_beside(store)
-        return {"vocab_size": self.tokenizer.get_vocab_size(), "tokenizer": str(saved)}
 
-    def _texts(self, store: FeatureStore, mol_ids: np.ndarray) -> list[str]:
-        return [to_selfies(s) for s in super()._texts(store, mol_ids)]
+    def texts(self, smiles: list[str]) -> list[str]:
+        """The SELFIES of canonical `smiles` (without stereo with `isomeric=False`)."""
+        return [to_selfies(s) for s in super().texts(smiles)]
 
-    def dataset(
-        self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
-    ) -> Dataset:
-        encodings = self.tokenizer.encode_batch(self._texts(store, mol_ids))
+    def token_set(self, smiles: list[str], y: np.ndarray | None, name: str) -> TokenSet:
+        encodings = self.tokenizer.encode_batch(self.texts(smiles))
         vocab = self.tokenizer.get_vocab()
         unk = vocab[UNK]
         self.imputed[name] = sum(e.ids.count(unk) for e in encodings)
