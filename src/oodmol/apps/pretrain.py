@@ -1,6 +1,6 @@
 """oodmol pretrain: self-supervised pretraining of a SMILES encoder (masked-language
-modelling for ChemBERTa, ModernBERT and MoLFormer), whose output folder fine-tuning
-starts from:
+modelling for ChemBERTa, ModernBERT and MoLFormer, XLNet's permutation LM for the
+Regression Transformer), whose output folder fine-tuning starts from:
 
     oodmol pretrain model=modernbert corpus=[qm9_homo,csd10k_density] out=pretrained/mb
     oodmol pretrain model=chemberta corpus=molecules.smi out=pretrained/cb max_epochs=3

@@ -2,14 +2,14 @@
 model=rt` or `model=rt_regression`, which share the encoder).
 
 XLNet's objective (Yang et al. 2019) as the RT trains it apart from its property task
-(IBM's and BOOM's `plm_probability` / `max_span_length`): spans of the sequence are the
-targets, predicted in a random order, each seeing the rest of the sequence and the
-targets before it. An unlabelled corpus has no property, so the targets are spans of the
-molecule's own SELFIES tokens only. The property block keeps the [MASK] tokens every RT
-input has (`oodmol.data.rt_tokens`): the pretrained encoder sees the input fine-tuning
-gives it, the block carrying no value in either, and no made-up value (a zero, say) is
-learnt as the property of every corpus molecule. The block, [CLS], `<prop>`, `|`, [SEP],
-[UNK] and padding are never targets.
+(`plm_probability` / `max_span_length`, 0.4 / 7 in BOOM's RT configs): spans of the
+sequence are the targets, predicted in a random order, each seeing the rest of the
+sequence and the targets before it. An unlabelled corpus has no property, so the targets
+are spans of the molecule's own SELFIES tokens only. The property block keeps the [MASK]
+tokens every RT input has (`oodmol.data.rt_tokens`): the pretrained encoder sees the
+input fine-tuning gives it, the block carrying no value in either, and no made-up value
+(a zero, say) is learnt as the property of every corpus molecule. The block, [CLS],
+`<prop>`, `|`, [SEP], [UNK] and padding are never targets.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ class SpanPermutation:
     `labels` [B, T] are their token ids (-100 for padding rows). The input ids are left
     as they are: XLNet's query stream never sees a target's own token.
 
-    `probability`: `oodmol pretrain`'s `mask_probability` (IBM's RT trains with 0.4
-    beside its property task; XLNet's default is 1/6); `max_span`: the RT's 7."""
+    `probability`: `oodmol pretrain`'s `mask_probability` (BOOM's RT configs: 0.4; the
+    collators' default 1/6); `max_span`: BOOM's RT configs' 7 (the collators' default 5)."""
 
     def __init__(self, tokenizer: Tokenizer, probability: float, max_span: int = 7) -> None:
         if not 0 < probability < 1:
