@@ -78,6 +78,8 @@ class RTFeatures(TokenFeatures):
     truncates longer sequences (the last token kept is then not [SEP]; counted per set)."""
 
     def fit_smiles(self, smiles: list[str]) -> None:
+        """The saved tokenizer, or the one of the training molecules' `smiles` (also
+        what `oodmol pretrain model=rt` builds from its corpus)."""
         if self.source is None:
             self.tokenizer = rt_tokenizer(self.texts(smiles))
         else:
