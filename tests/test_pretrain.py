@@ -169,7 +169,7 @@ def test_boom_pretraining_sweeps_every_smiles_model_and_task_scratch_and_pretrai
         params = cfg.hydra.sweeper.params
         parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
         jobs = BasicSweeper.split_arguments(parsed, None)[0]
-        assert len(jobs) == 3 * 11 * 2 * 3
+        assert len(jobs) == 4 * 11 * 2 * 3
         starts = {}
         for job in jobs:
             if "seed=0" in job and "task=qm9_homo" in job:
@@ -179,6 +179,7 @@ def test_boom_pretraining_sweeps_every_smiles_model_and_task_scratch_and_pretrai
         "chemberta": [None, "seyonec/PubChem10M_SMILES_BPE_450k"],
         "modernbert": [None, "./pretrained/modernbert"],
         "molformer": [None, "ibm/MoLFormer-XL-both-10pct"],
+        "rt": [None, "./pretrained/rt"],
     }
 
 
