@@ -25,8 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from tqdm.auto import tqdm
 
-from oodmol.config import compose_config
-from oodmol.data.__main__ import UsageError, check_choices
+from oodmol.data.__main__ import UsageError, tool_config
 from oodmol.data.datamodule import checked_max_molecules, subset
 from oodmol.data.task import TaskData, load_split, load_task
 from oodmol.llm.answers import AnswerLog
@@ -50,11 +49,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     try:
-        check_choices(argv)
-        cfg = compose_config("llm", argv)
-        for key in ("backend", "out"):
-            if OmegaConf.is_missing(cfg, key):
-                raise UsageError(f"{key}=... is required (see configs/llm.yaml)")
+        cfg = tool_config("llm", argv, required=("backend", "out"))
         if cfg.backend not in BACKENDS:
             raise UsageError(f"backend={cfg.backend!r}; one of {', '.join(BACKENDS)}")
         if OmegaConf.is_missing(cfg[cfg.backend], "model"):

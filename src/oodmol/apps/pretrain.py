@@ -35,8 +35,8 @@ from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
-from oodmol.config import compose_config, config_dir
-from oodmol.data.__main__ import UsageError, check_choices, names_of
+from oodmol.config import config_dir
+from oodmol.data.__main__ import UsageError, names_of, tool_config
 from oodmol.data.statistics import FeatureFact
 from oodmol.data.tokens import TokenFeatures
 from oodmol.io import atomic_write_json
@@ -53,11 +53,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     try:
-        check_choices(argv)
-        cfg = compose_config("pretrain", argv)
-        for key in ("corpus", "out"):
-            if OmegaConf.is_missing(cfg, key):
-                raise UsageError(f"{key}=... is required (see configs/pretrain.yaml)")
+        cfg = tool_config("pretrain", argv, required=("corpus", "out"))
         if cfg.model.get("pretraining") is None:
             raise UsageError(
                 f"model={cfg.model.name} has no pretraining objective (model.pretraining); "

@@ -64,6 +64,17 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def tool_config(name: str, overrides: list[str], required: tuple[str, ...]):
+    """A `key=value` tool's config (configs/<name>.yaml with `overrides`), after refusing
+    unknown choices and before anything runs: every `required` key given."""
+    check_choices(overrides)
+    cfg = compose_config(name, overrides)
+    for key in required:
+        if OmegaConf.is_missing(cfg, key):
+            raise UsageError(f"{key}=... is required (see configs/{name}.yaml)")
+    return cfg
+
+
 def check_choices(overrides: list[str]) -> None:
     """Refuse an unknown task, split or featuriser before any data is read, naming the
     ones there are (the YAML files of their config group)."""
