@@ -172,7 +172,7 @@ def gather_gbs(width: int, dtype: torch.dtype, rows=20_000, picks=200_000, secon
 
 def measure(name: str, batch_size: int, n_batches: int) -> dict:
     """One model's roofline figures (run in a child process)."""
-    from models_throughput import benchmark_setup
+    from models_throughput import benchmark_setup, training_step
     from torch.profiler import ProfilerActivity, profile
 
     from oodmol.runs import build_model, training_statistics
@@ -185,12 +185,7 @@ def measure(name: str, batch_size: int, n_batches: int) -> dict:
     optimizer = model.optimizer_factory(model.parameters())
     model.train()
 
-    def train_step(batch) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        target = (batch.y - model.y_mean) / model.y_std
-        model.likelihood.loss(model(batch), target).backward()
-        optimizer.step()
-
+    train_step = training_step(model, optimizer)
     train_step(batches[0])  # warm-up
     started = time.perf_counter()
     for batch in batches[1:]:
