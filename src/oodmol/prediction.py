@@ -30,7 +30,13 @@ from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.data.validate import parse_all
 from oodmol.io import atomic_write_text
-from oodmol.runs import CONFIG_KEY, FEATURES_KEY, STATISTICS_KEY, build_model
+from oodmol.runs import (
+    CONFIG_KEY,
+    FEATURES_KEY,
+    STATISTICS_KEY,
+    apply_matmul_precision,
+    build_model,
+)
 
 log = logging.getLogger(__name__)
 VARIANCES = ("var_epistemic", "var_aleatoric")
@@ -119,6 +125,7 @@ def _predictions(
     dataset = features.dataset(store, lines, None, "predict")
     loader = DataLoader(dataset, batch_size=run.eval_batch_size, collate_fn=features.collate)
     model = build_model(run, checkpoint[STATISTICS_KEY])
+    apply_matmul_precision(run)
     L.seed_everything(run.seed)
     trainer = L.Trainer(
         accelerator=cfg.accelerator,

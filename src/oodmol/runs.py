@@ -6,6 +6,7 @@ import inspect
 from typing import Any
 
 import lightning as L
+import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -64,6 +65,13 @@ def build_model(cfg: DictConfig, statistics: dict[str, Any]) -> L.LightningModul
             raise ValueError(f"uq={cfg.uq.name} and model.statistics both set {name!r}")
         arguments[name] = value
     return instantiate(cfg.model.module, **arguments)
+
+
+def apply_matmul_precision(cfg: DictConfig) -> None:
+    """The run's float32 matrix-product precision (`matmul_precision`; "high": TF32 on
+    GPUs that have it, set by `trainer=gpu`). torch keeps it per process, so each entry
+    point that runs a model sets it from the run's own config."""
+    torch.set_float32_matmul_precision(cfg.get("matmul_precision") or "highest")
 
 
 def uq_module_arguments(cfg: DictConfig) -> dict:

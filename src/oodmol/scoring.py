@@ -18,7 +18,14 @@ from oodmol.data.task import load_split, load_task
 from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.external import check_values, read_predictions, score_sets
 from oodmol.results import write_results
-from oodmol.runs import CONFIG_KEY, RUN_KEY, STATISTICS_KEY, build_datamodule, build_model
+from oodmol.runs import (
+    CONFIG_KEY,
+    RUN_KEY,
+    STATISTICS_KEY,
+    apply_matmul_precision,
+    build_datamodule,
+    build_model,
+)
 
 log = logging.getLogger("oodmol.evaluate")
 
@@ -54,6 +61,7 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
     evaluation.add_facts(
         {"config_key": entry.get("config_key"), "flags": [SHORTENED] if shortened else []}
     )
+    apply_matmul_precision(run)
     trainer = L.Trainer(
         accelerator="cpu",
         devices=1,

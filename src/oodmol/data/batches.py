@@ -2,7 +2,9 @@
 
 Every batch knows how many molecules it holds (`len(batch)`) from their positions in
 their set (`index`), so a batch of unlabelled molecules (prediction: `y` is None) is as
-complete as a training batch. Lightning moves dataclasses to the device field by field.
+complete as a training batch. Lightning moves dataclasses to the device field by field;
+a loader with `pin_memory` calls `Batch.pin_memory` (PyTorch pins only the containers it
+knows), so a GPU run's host-to-device copies can overlap with compute.
 
 - `VectorBatch` (descriptors, fingerprints): `x` [molecules, width].
 - `GraphBatch` (2D graphs): `x` [atoms, atom width], `edge_index` [2, bonds],
@@ -17,7 +19,7 @@ is each atom's molecule, sorted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -31,6 +33,15 @@ class Batch:
 
     def __len__(self) -> int:
         return self.index.numel()
+
+    def pin_memory(self) -> Batch:
+        """The same batch in page-locked host memory (needs a CUDA device)."""
+        pinned = {
+            f.name: value.pin_memory()
+            for f in fields(self)
+            if isinstance(value := getattr(self, f.name), torch.Tensor)
+        }
+        return replace(self, **pinned)
 
 
 @dataclass(kw_only=True)

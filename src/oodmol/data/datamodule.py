@@ -239,8 +239,15 @@ class MoleculeDataModule(L.LightningDataModule):
             num_workers=self.num_workers,
             collate_fn=self.features.collate,
             persistent_workers=self.num_workers > 0,
+            pin_memory=self._on_cuda(),
             generator=torch.Generator().manual_seed(self.seed),
         )
+
+    def _on_cuda(self) -> bool:
+        """Whether batches go to a CUDA device: then they are pinned, so that their
+        copies overlap with compute (pinned host memory needs CUDA to exist)."""
+        trainer = self.trainer
+        return trainer is not None and trainer.strategy.root_device.type == "cuda"
 
     def _sizes(self, dataset) -> np.ndarray | None:
         """The per-molecule sizes batches are grouped by: a token set's lengths always,

@@ -73,8 +73,10 @@ class PropertyRegressor(ConfiguredOptimisation, Regressor):
     `compile_backbone` runs the backbone through `torch.compile` (dynamic shapes: every batch has
     its own atom and edge counts). On CPU it fuses the edge-wise elementwise work that
     bounds the message-passing models (bench/roofline.py); compilation costs about a
-    minute, so it pays on full epochs, not on a few steps. The compiled callable is kept
-    outside the module tree: parameter names, checkpoints and copies are unchanged.
+    minute, so it pays on full epochs, not on a few steps. A string names torch.compile's
+    mode instead ("max-autotune"; "reduce-overhead" replays CUDA graphs, which pays on a
+    GPU where batch shapes repeat). The compiled callable is kept outside the module tree:
+    parameter names, checkpoints and copies are unchanged.
     """
 
     def __init__(
@@ -93,7 +95,7 @@ class PropertyRegressor(ConfiguredOptimisation, Regressor):
         parameter_groups: dict | None = None,
         atom_reference: dict | None = None,
         per_atom_loss: bool = False,
-        compile_backbone: bool = False,
+        compile_backbone: bool | str = False,
     ) -> None:
         super().__init__()
         if test_passes > 1 and mc_dropout is None:
@@ -131,7 +133,9 @@ class PropertyRegressor(ConfiguredOptimisation, Regressor):
         if not self.compile_backbone:
             return self.backbone
         if "_compiled_backbone" not in self.__dict__:  # not a registered submodule
-            self.__dict__["_compiled_backbone"] = torch.compile(self.backbone, dynamic=True)
+            mode = self.compile_backbone if isinstance(self.compile_backbone, str) else None
+            compiled = torch.compile(self.backbone, dynamic=True, mode=mode)
+            self.__dict__["_compiled_backbone"] = compiled
         return self.__dict__["_compiled_backbone"]
 
     def setup(self, stage: str) -> None:

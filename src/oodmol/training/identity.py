@@ -61,6 +61,8 @@ LOCATION_KEYS = frozenset({"dirpath", "output_dir", "save_dir"})
 # model settings every config has (configs/train.yaml) that change nothing at these
 # values: left out of the key then, so runs made before they existed keep their folders
 NEUTRAL_MODEL_SETTINGS = {"init_from": None, "freeze": []}
+# top-level settings that change nothing at these values (TF32 matmuls do change results)
+NEUTRAL_RUN_SETTINGS = {"matmul_precision": "highest"}
 # split settings every split config has that change nothing at these values (the test
 # sets never change; split.val=tail and split.subset change the training set)
 NEUTRAL_SPLIT_SETTINGS = {"val": "random", "subset": None}
@@ -93,6 +95,7 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     if isinstance(model, dict):
         excluded += [(model, k) for k, v in NEUTRAL_MODEL_SETTINGS.items() if model.get(k) == v]
         excluded += [(model, k) for k in NAMING_MODEL_SETTINGS if k in model]
+    excluded += _neutral(tree, NEUTRAL_RUN_SETTINGS)
     excluded += _neutral(tree.get("split"), NEUTRAL_SPLIT_SETTINGS)
     for parent, key in excluded:
         parent[key] = PLACEHOLDER

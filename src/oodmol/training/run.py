@@ -26,7 +26,13 @@ from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.metrics import NonFinitePredictions
 from oodmol.io import atomic_write_json
 from oodmol.provenance import package_versions
-from oodmol.runs import SaveRunConfig, build_datamodule, build_model, training_statistics
+from oodmol.runs import (
+    SaveRunConfig,
+    apply_matmul_precision,
+    build_datamodule,
+    build_model,
+    training_statistics,
+)
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.identity import config_key, run_identity
 from oodmol.training.loggers import Resumable
@@ -63,6 +69,7 @@ def train(cfg: DictConfig) -> dict | float | None:
         objective = plan.metrics.get("objective")
         return objective["value"] if objective else plan.metrics
     L.seed_everything(cfg.seed, workers=True)
+    apply_matmul_precision(cfg)
     dm = build_datamodule(cfg)
     dm.prepare_data()
     dm.setup("fit")

@@ -63,7 +63,8 @@ class GCL(nn.Module):
         edge_bias = on_edge @ edge_embedding.bias + first.bias
         edge_part = F.linear(edge_features, edge_weight, edge_bias)
         message = self.edge_mlp[1:](to_target[target] + from_source[source] + edge_part)
-        received = h.new_zeros(h.shape).index_add_(0, target, message)
+        # summed in the messages' dtype (bf16 under autocast), which index_add_ needs
+        received = message.new_zeros(h.shape).index_add_(0, target, message)
         return h + self.node_mlp(torch.cat([h, received], dim=1))
 
 

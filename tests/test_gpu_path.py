@@ -1,0 +1,159 @@
+"""The GPU path: `trainer=gpu` (TF32 matrix products, a GPU trainer), pinned batches,
+reduced precision measured against float32, and a GPU run end to end.
+
+Lines that need CUDA skip with a reason on a machine without it (this project's CI);
+bf16 autocast also exists on CPU, so its tolerance check runs everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import fields
+from functools import partial
+
+import pytest
+import torch
+from e2e_helpers import MLP, QUIET, TinyTask
+from geometry_helpers import point_cloud_batch
+from omegaconf import open_dict
+
+from oodmol.config import compose_config
+from oodmol.data.batches import GraphBatch, PointCloudBatch, TokenBatch, VectorBatch
+from oodmol.models.backbones.egnn import EGNN
+from oodmol.models.backbones.et import EquivariantTransformer
+from oodmol.models.backbones.painn import PaiNN
+from oodmol.models.module import PropertyRegressor
+from oodmol.training.identity import config_key
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+BACKBONES = {
+    "painn": partial(PaiNN, hidden=16, layers=2, num_rbf=8),
+    "et": partial(EquivariantTransformer, hidden=16, layers=2, heads=2, num_rbf=8),
+    "egnn": partial(EGNN, hidden=16, layers=2),
+}
+# relative RMS change of the predictions: bf16 keeps 8 mantissa bits, TF32 10
+TOLERANCE = {"bf16": 5e-2, "tf32": 1e-2}
+
+
+def test_trainer_gpu_is_a_gpu_trainer_with_tf32_matmuls():
+    cfg = compose_config("train", ["trainer=gpu"])
+    assert cfg.trainer.accelerator == "gpu" and cfg.trainer.devices == 1
+    assert cfg.trainer.precision == "32-true"  # mixed precision stays a per-run choice
+    assert cfg.matmul_precision == "high"
+    assert compose_config("train", []).matmul_precision == "highest"
+
+
+def test_matmul_precision_is_part_of_a_run_only_when_it_changes_results():
+    cfg = compose_config("train", [])
+    without = cfg.copy()
+    with open_dict(without):
+        del without["matmul_precision"]  # a run made before the setting existed
+    assert config_key(cfg) == config_key(without)
+    assert config_key(compose_config("train", ["matmul_precision=high"])) != config_key(cfg)
+
+
+def regressor(name: str) -> PropertyRegressor:
+    torch.manual_seed(0)
+    return PropertyRegressor(BACKBONES[name](), partial(torch.optim.Adam, lr=1e-3)).eval()
+
+
+def relative_change(model: PropertyRegressor, batch: PointCloudBatch, mode: str) -> float:
+    """Relative RMS change of the predictions under `mode` against float32."""
+    device = next(model.parameters()).device.type
+    with torch.no_grad():
+        exact = model(batch)
+        if mode == "bf16":
+            with torch.autocast(device, dtype=torch.bfloat16):
+                reduced = model(batch).float()
+        else:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            try:
+                reduced = model(batch)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = False
+    return float((reduced - exact).norm() / exact.norm())
+
+
+@pytest.mark.parametrize("name", sorted(BACKBONES))
+def test_bf16_autocast_stays_within_tolerance_on_cpu(name, one_thread):
+    change = relative_change(regressor(name), point_cloud_batch(), "bf16")
+    assert 0 < change < TOLERANCE["bf16"]  # 0 would mean autocast never reached a matmul
+
+
+@CUDA
+@pytest.mark.parametrize("mode", ["bf16", "tf32"])
+@pytest.mark.parametrize("name", sorted(BACKBONES))
+def test_reduced_precision_stays_within_tolerance_on_the_gpu(name, mode):
+    model = regressor(name).cuda()
+    batch = point_cloud_batch()
+    batch = type(batch)(**{f.name: getattr(batch, f.name).cuda() for f in fields(batch)})
+    assert relative_change(model, batch, mode) < TOLERANCE[mode]
+
+
+@CUDA
+def test_every_batch_type_pins_each_of_its_tensors():
+    n = torch.arange(3)
+    batches = [
+        VectorBatch(index=n, y=n.float(), x=torch.ones(3, 4)),
+        GraphBatch(
+            index=n,
+            x=torch.ones(5, 2),
+            edge_index=torch.zeros(2, 4, dtype=torch.long),
+            edge_attr=torch.ones(4, 1),
+            molecule=torch.tensor([0, 0, 1, 2, 2]),
+        ),
+        PointCloudBatch(index=n, z=n, pos=torch.ones(3, 3), molecule=n),
+        TokenBatch(index=n, input_ids=torch.ones(3, 5, dtype=torch.long), attention_mask=n),
+    ]
+    for batch in batches:
+        pinned = batch.pin_memory()
+        assert type(pinned) is type(batch)
+        for f in fields(batch):
+            value = getattr(pinned, f.name)
+            if isinstance(value, torch.Tensor):
+                assert value.is_pinned(), f"{type(batch).__name__}.{f.name}"
+                torch.testing.assert_close(value, getattr(batch, f.name))
+            else:
+                assert value is None
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyTask]:
+    task = TinyTask.create(tmp_path_factory.mktemp("gpu"))
+    yield task
+    task.close()
+
+
+@CUDA
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["num_workers=2"],
+        ["trainer.precision=bf16-mixed"],
+        ["model=egnn", "model.module.backbone.hidden=8", "model.module.backbone.layers=1"],
+    ],
+    ids=["workers", "bf16-mixed", "egnn"],
+)
+def test_train_runs_on_the_gpu(tiny: TinyTask, extra: list[str], request) -> None:
+    """Pinned batches (workers kept between epochs), mixed precision, and a 3D model
+    whose neighbour search runs on the device, each trained and tested on the GPU."""
+    out = tiny.root / request.node.callspec.id
+    model = [] if extra[0].startswith("model=") else MLP
+    command = ["train.py", *model, *extra, "trainer=gpu", "model.max_epochs=2"]
+    tiny.run([*command, *tiny.task_args(), *QUIET, f"hydra.run.dir={out}"]).ok()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert all(metrics[s]["rmse"] > 0 for s in ("id", "ood"))
+
+
+@pytest.mark.slow
+def test_bf16_mixed_training_runs_on_cpu(tiny: TinyTask) -> None:
+    """Lightning's bf16-mixed autocasts on CPU too: a message-passing model whose scatter
+    once mixed float32 and bf16 trains and scores under it."""
+    out = tiny.root / "cpu-bf16"
+    egnn = ["model=egnn", "model.module.backbone.hidden=8", "model.module.backbone.layers=1"]
+    command = ["train.py", *egnn, "trainer.precision=bf16-mixed", "model.max_epochs=1"]
+    tiny.run([*command, *tiny.task_args(), *QUIET, f"hydra.run.dir={out}"]).ok()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert all(metrics[s]["rmse"] > 0 for s in ("id", "ood"))
