@@ -4,6 +4,7 @@ table; and the rate of conformer generation.
 
     python bench/models_throughput.py [--models mlp,chemprop,...] [--batch-size 32]
         [--batches 8] [--threads 1] [--profile 3] [--conformers 200] [--compile]
+        [--device cuda] [--epochs]
 
 Each model runs in its own process (so its peak memory is its own): its config is
 composed as train.py composes it (`task=<task> split=ood`, the model's published
@@ -22,6 +23,11 @@ warm-up batch. Columns:
 (`model.module.compile_backbone=true`), on the same batches, and prints both training
 rates, their ratio and the compile time (the warm-up batch's extra seconds: what an
 epoch must win back).
+
+`--epochs` adds seconds per epoch on the task's data set (training set at the training
+rate, validation set at the inference rate, each model at its own batch size, measured
+again) beside BOOM's Table 4 for the same data set, as `--device cuda` on a GPU node
+compares with BOOM's GPUs: run it with `--task csd10k_density` and `--task qm9_homo`.
 
 `--profile N` prints torch.profiler's top operators for the N slowest models in
 training. The last table line per model is `model=<name> train=<mol/s> ...` for
@@ -240,6 +246,35 @@ def conformer_rate(n: int) -> dict:
     }
 
 
+def print_epoch_times(models: list[str], args, child: Callable[..., dict]) -> None:
+    """Seconds per epoch of each model on `args.task`'s data set, at the model's own batch
+    size, beside BOOM's Table 4 seconds for that data set and the GPU BOOM used."""
+    from grid_cost import BOOM_SECONDS, data_set, epoch_seconds, run_shape
+
+    from oodmol.report.boom_reference import boom_paper
+
+    table4 = boom_paper().tables["table4"].set_index("model")
+    family = data_set(args.task)
+    print(
+        f"\n{family} epoch (train + validation sets of {args.task}), ours on {args.device}, "
+        f"{args.threads} thread(s); BOOM's Table 4"
+    )
+    print("| model | batch | ours s/epoch | BOOM s/epoch | BOOM's GPU | BOOM / ours |")
+    print("|" + "---|" * 6)
+    for name in models:
+        shape = run_shape(name, args.task, "default")
+        rates = child(name, batch_size=shape["batch_size"])
+        if "failed" in rates:
+            print(f"| {name} | {shape['batch_size']} | failed: {rates['failed']} ||||")
+            continue
+        ours = epoch_seconds(shape, rates)
+        boom = table4.loc[name] if name in table4.index and family in BOOM_SECONDS else None
+        theirs = "—" if boom is None else f"{boom[BOOM_SECONDS[family]]:.3g}"
+        ratio = "—" if boom is None else f"{boom[BOOM_SECONDS[family]] / ours:.2g}"
+        device = "—" if boom is None else boom["device"]
+        print(f"| {name} | {shape['batch_size']} | {ours:.3g} | {theirs} | {device} | {ratio} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(neural_models()))
@@ -251,6 +286,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--compile", action="store_true", help="also with compiled backbones")
     parser.add_argument("--task", default="csd10k_density", help="whose training molecules")
+    parser.add_argument("--epochs", action="store_true", help="epoch seconds beside BOOM's")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
     parser.add_argument("--with-profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
@@ -269,9 +305,12 @@ def main() -> None:
         print(json.dumps(figures))
         return
 
-    def child(name: str, with_profile: bool = False, compiled: bool = False) -> dict:
+    def child(
+        name: str, with_profile: bool = False, compiled: bool = False, batch_size: int = 0
+    ) -> dict:
         command = [
-            sys.executable, __file__, "--one", name, "--batch-size", str(args.batch_size),
+            sys.executable, __file__, "--one", name,
+            "--batch-size", str(batch_size or args.batch_size),
             "--batches", str(args.batches), "--threads", str(args.threads),
             "--device", args.device, "--task", args.task,
         ]  # fmt: skip
@@ -316,6 +355,8 @@ def main() -> None:
                 f"| {r['model']} | {r['train_mol_s']:.3g} | {c['train_mol_s']:.3g} | "
                 f"{c['train_mol_s'] / r['train_mol_s']:.2f} | {c['compile_s']:.0f} |"
             )
+    if args.epochs:
+        print_epoch_times([r["model"] for r in rows], args, child)
     for r in sorted(rows, key=lambda r: r["train_mol_s"])[: args.profile]:
         profiled = child(r["model"], with_profile=True)
         if "failed" in profiled:

@@ -46,3 +46,19 @@ def test_compiled_backbone_equals_eager_on_batches_of_different_sizes():
     assert list(compiled.state_dict()) == list(eager.state_dict())
     copied = copy.deepcopy(compiled)  # as EMA and SWA copy a model
     torch.testing.assert_close(copied(batch), compiled(batch), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("setting, mode", [(True, None), ("reduce-overhead", "reduce-overhead")])
+def test_a_compile_mode_is_handed_to_torch_compile(setting, mode, monkeypatch):
+    """`compile_backbone: reduce-overhead` (CUDA graphs on a GPU) reaches torch.compile."""
+    seen = {}
+
+    def record(module, **options):
+        seen.update(options)
+        return module
+
+    monkeypatch.setattr(torch, "compile", record)
+    model = regressor(False)
+    model.compile_backbone = setting
+    model(in_double(point_cloud_batch(SMILES_SETS[1])))
+    assert seen == {"dynamic": True, "mode": mode}
