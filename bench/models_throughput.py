@@ -21,8 +21,8 @@ warm-up batch. Columns:
 
 `--compile` measures every model a second time with its backbone compiled
 (`model.module.compile_backbone=true`), on the same batches, and prints both training
-rates, their ratio and the compile time (the warm-up batch's extra seconds: what an
-epoch must win back).
+rates, their ratio, the compile time (the warm-up batch's extra seconds) and whether the
+seconds an epoch of the task's training set saves win it back.
 
 `--epochs` adds seconds per epoch on the task's data set (training set at the training
 rate, validation set at the inference rate, each model at its own batch size, measured
@@ -246,6 +246,30 @@ def conformer_rate(n: int) -> dict:
     }
 
 
+def print_compile_gains(rows: list[dict], args, child: Callable[..., dict]) -> None:
+    """Eager against compiled training rates, the compile time, and whether compiling
+    pays for itself within one epoch of `args.task` (its training set, this batch size)."""
+    from grid_cost import run_shape
+
+    print(
+        "\n| model | eager train mol/s | compiled train mol/s | ratio | compile s "
+        "| epoch s saved | pays in one epoch |"
+    )
+    print("|" + "---|" * 7)
+    for r in rows:
+        c = child(r["model"], compiled=True)
+        if "failed" in c:
+            print(f"| {r['model']} | {r['train_mol_s']:.3g} | failed: {c['failed']} |||||")
+            continue
+        n_train = run_shape(r["model"], args.task, "default")["train"]
+        saved = n_train * (1 / r["train_mol_s"] - 1 / c["train_mol_s"])
+        print(
+            f"| {r['model']} | {r['train_mol_s']:.3g} | {c['train_mol_s']:.3g} | "
+            f"{c['train_mol_s'] / r['train_mol_s']:.2f} | {c['compile_s']:.0f} | "
+            f"{saved:.0f} | {'yes' if saved > c['compile_s'] else 'no'} |"
+        )
+
+
 def print_epoch_times(models: list[str], args, child: Callable[..., dict]) -> None:
     """Seconds per epoch of each model on `args.task`'s data set, at the model's own batch
     size, beside BOOM's Table 4 seconds for that data set and the GPU BOOM used."""
@@ -344,17 +368,7 @@ def main() -> None:
         if "failed" in r:
             print(f"| {r['model']} | failed: {r['failed']} |||||")
     if args.compile:
-        print("\n| model | eager train mol/s | compiled train mol/s | ratio | compile s |")
-        print("|" + "---|" * 5)
-        for r in rows:
-            c = child(r["model"], compiled=True)
-            if "failed" in c:
-                print(f"| {r['model']} | {r['train_mol_s']:.3g} | failed: {c['failed']} |||")
-                continue
-            print(
-                f"| {r['model']} | {r['train_mol_s']:.3g} | {c['train_mol_s']:.3g} | "
-                f"{c['train_mol_s'] / r['train_mol_s']:.2f} | {c['compile_s']:.0f} |"
-            )
+        print_compile_gains(rows, args, child)
     if args.epochs:
         print_epoch_times([r["model"] for r in rows], args, child)
     for r in sorted(rows, key=lambda r: r["train_mol_s"])[: args.profile]:
