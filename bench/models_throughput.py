@@ -12,8 +12,8 @@ sizes), its features come from the project's caches (built on first use), and it
 timed on the same molecules, in the same order, for `--batches` batches after one
 warm-up batch. Columns:
 
-- train mol/s: forward, loss, backward and optimizer step;
-- infer mol/s: forward without gradients (evaluation mode);
+- train mol/s: the model's own training loss (`training_step`), backward, optimiser step;
+- infer mol/s: its prediction as evaluation makes it (`predict_batch`, no gradients);
 - peak MB: the process's peak resident memory minus its resident memory before the
   model was built (CPU); on CUDA the peak of allocated tensor memory;
 - data %: share of a training step spent building the batch (collation) and, for
@@ -42,6 +42,7 @@ import resource
 import subprocess
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -109,13 +110,13 @@ def benchmark_setup(name: str, batch_size: int, n_batches: int, task: str = "csd
 
 
 def training_step(model, optimizer) -> Callable[[Batch], None]:
-    """One training step as the benches time it: forward, the model's loss on
-    standardised targets, backward and the optimiser's step."""
+    """One training step as the benches time it: the model's own training loss (its
+    `training_step`, which logs nothing without a trainer), backward and the optimiser's
+    step."""
 
     def step(batch: Batch) -> None:
         optimizer.zero_grad(set_to_none=True)
-        target = (batch.y - model.y_mean) / model.y_std
-        model.likelihood.loss(model(batch), target).backward()
+        model.training_step(batch, 0).backward()
         optimizer.step()
 
     return step
@@ -174,7 +175,7 @@ def measure(
     train_seconds = seconds_per_batch(train_step)
     model.eval()
     with torch.no_grad():
-        infer_seconds = seconds_per_batch(model)
+        infer_seconds = seconds_per_batch(model.predict_batch)  # as evaluation predicts
 
     neighbour_seconds = 0.0
     cutoff = getattr(model.backbone, "cutoff", None)
@@ -316,6 +317,7 @@ def main() -> None:
     parser.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore", message=".*self.log.*")  # no trainer in a bench
     if args.one:
         figures = measure(
             args.one,
