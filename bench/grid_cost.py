@@ -91,6 +91,8 @@ def measured_rates(model: str, task: str, batch_size: int, args) -> dict:
         "--threads", str(args.threads), "--device", args.device,
     ]  # fmt: skip
     out = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    if out.returncode in (-9, 137):
+        return {"failed": "killed: out of memory?"}
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
         return {"failed": f"exit {out.returncode} ({last})"}
@@ -142,6 +144,7 @@ def main() -> None:
             rates = measurements[key]
             if "failed" in rates:
                 failed.append(f"{family}: {rates['failed']}")
+                failed = list(dict.fromkeys(failed))  # once per data set
             else:
                 ours[family] += len(seeds) * run_seconds(shape, rates)
             if family in BOOM_SECONDS and model in table4.index:
