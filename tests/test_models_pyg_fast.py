@@ -11,9 +11,11 @@ import pytest
 import torch
 from geometry_helpers import point_cloud_batch
 from torch_geometric.nn.models import dimenet, schnet
+from torch_geometric.nn.models import visnet as pyg_visnet
 
 from oodmol.models.backbones.dimenetpp import DimeNetPP, triplets
 from oodmol.models.backbones.schnet import SchNet, undirected_pairs
+from oodmol.models.backbones.visnet import ViSNet
 from oodmol.models.neighbors import radius_graph
 from oodmol.models.readout import Readout
 
@@ -118,4 +120,43 @@ def test_dimenetpp_native_forward_is_pygs(tiny_dimenetpp_pair, monkeypatch):
         pyg,
         molecule_sums(*ours(batch), len(batch), weight),
         pyg(batch.z, batch.pos, batch.molecule).squeeze(-1),
+    )
+
+
+def test_visnet_native_forward_is_pygs():
+    """PyG's ViSNet with our Distance (same edges, self-loops) and our weights; its
+    second gated block's scalar row 0 carries the head's weight."""
+    torch.manual_seed(0)
+    batch, _ = double_batch(max_neighbors=4, cutoff=3.0)
+    ours = ViSNet(
+        num_heads=2, num_layers=3, hidden_channels=16, num_rbf=8, cutoff=3.0, max_neighbors=4
+    ).double()
+    pyg = pyg_visnet.ViSNet(
+        lmax=2, vecnorm_type="max_min", num_heads=2, num_layers=3, hidden_channels=16,
+        num_rbf=8, cutoff=3.0, max_num_neighbors=4,
+    ).double()  # fmt: skip
+    pyg.representation_model.distance = ours.representation.distance
+    weight = torch.randn(1, ours.out_dim, dtype=torch.float64)
+    state = pyg.state_dict()
+    renamed = {
+        f"representation.{k}": f"representation_model.{k}" for k in ours.representation.state_dict()
+    }
+    renamed |= {f"gated.{k}": f"output_model.output_network.0.{k}" for k in ours.gated.state_dict()}
+    last = "output_model.output_network.1"
+    renamed |= {
+        "vec_proj.weight": f"{last}.vec1_proj.weight",
+        "lin.weight": f"{last}.update_net.0.weight",
+        "lin.bias": f"{last}.update_net.0.bias",
+    }
+    ours_state = ours.state_dict()
+    state.update({theirs: ours_state[mine] for mine, theirs in renamed.items()})
+    state[f"{last}.update_net.2.weight"][0] = weight[0]  # row 0: the scalar output
+    state[f"{last}.update_net.2.bias"][0] = 0.0
+    pyg.load_state_dict(state)
+    assert_same_outputs_and_gradients(
+        ours,
+        pyg,
+        molecule_sums(*ours(batch), len(batch), weight),
+        pyg(batch.z, batch.pos, batch.molecule)[0].squeeze(-1),
+        renamed,
     )
