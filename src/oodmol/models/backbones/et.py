@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from oodmol.data.batches import PointCloudBatch
 from oodmol.models.blocks import (
@@ -87,29 +88,32 @@ class EquivariantAttention(nn.Module):
         cutoff: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Δx and Δv from x, v and the edges' radial features and cutoff [E] (computed once
-        for all layers). Edge-wise work is memory-bound on CPU: dk and dv come from one
-        matrix product and one SiLU, the v_j term is fused into the direction term
-        (`addcmul`), and the sums over sources use `index_add` (edges sorted by target),
-        the vector one accumulated onto U3 v ∘ o1."""
+        for all layers). Edge-wise work is memory-bound on CPU, so no [E, 3F] tensor is
+        split: the values' three parts (x, vector gate, direction) are gathered and
+        filtered apart (their rows of v_proj and dv_proj), the v_j term is fused into the
+        direction term (`addcmul`), and the sums over sources use `index_add` (edges
+        sorted by target), the vector one accumulated onto U3 v ∘ o1."""
         n, e = x.shape[0], rbf.shape[0]
         heads, d, f = self.heads, self.head_dim, self.hidden
         j, i = edges.index
         x = self.layernorm(x)
         q = self.q_proj(x).view(n, heads, d)
         k = self.k_proj(x).view(n, heads, d)
-        v = self.v_proj(x).view(n, heads, 3 * d)
+        v = self.v_proj(x).view(n, heads, 3, d)
         vec1, vec2, vec3 = torch.split(self.vec_proj(vec), f, dim=-1)
-        distance = torch.nn.functional.linear(
-            rbf,
-            torch.cat([self.dk_proj.weight, self.dv_proj.weight]),
-            torch.cat([self.dk_proj.bias, self.dv_proj.bias]),
+        dk = self.act(self.dk_proj(rbf)).view(e, heads, d)
+        dv_weight = self.dv_proj.weight.view(heads, 3, d, -1)
+        dv_bias = self.dv_proj.bias.view(heads, 3, d)
+        values, gate, along = (  # [E, H, d] each
+            v[:, :, part].index_select(0, j)
+            * self.act(
+                F.linear(rbf, dv_weight[:, part].reshape(f, -1), dv_bias[:, part].reshape(f))
+            ).view(e, heads, d)
+            for part in range(3)
         )
-        dk, dv = torch.split(self.act(distance), [f, 3 * f], dim=-1)
 
-        attention = q.index_select(0, i) * k.index_select(0, j) * dk.view(e, heads, d)
+        attention = q.index_select(0, i) * k.index_select(0, j) * dk
         attention = self.act(attention.sum(-1)) * cutoff.unsqueeze(-1)
-        values = v.index_select(0, j) * dv.view(e, heads, 3 * d)
-        values, gate, along = torch.split(values, d, dim=-1)  # [E, H, d] each
         messages = (values * attention.unsqueeze(-1)).view(e, f)
         vec_messages = torch.addcmul(
             along.unsqueeze(1) * edges.direction.view(e, 3, 1, 1),

@@ -65,14 +65,19 @@ class Message(nn.Module):
         s: torch.Tensor,
         v: torch.Tensor,
         edge_index: torch.Tensor,
-        filters: torch.Tensor,
+        filters: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
         direction: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Edge-wise work is memory-bound on CPU, so each [E, 3, F] tensor is made once: the
-        v_j term is fused into the direction term (`addcmul`), and the sums over sources
-        are accumulated onto the residual (`index_add`, edges sorted by target)."""
+        """`filters`: the three [E, F] parts of W(r_ij) f_cut(r_ij). Edge-wise work is
+        memory-bound on CPU, so each [E, 3, F] tensor is made once and no [E, 3F] one is
+        split: φ(s)'s three parts are gathered apart, the v_j term is fused into the
+        direction term (`addcmul`), and the sums over sources are accumulated onto the
+        residual (`index_add`, edges sorted by target)."""
         j, i = edge_index
-        a, b, c = torch.split(self.phi(s).index_select(0, j) * filters, self.hidden, dim=-1)
+        a, b, c = (
+            x.index_select(0, j) * w
+            for x, w in zip(torch.split(self.phi(s), self.hidden, dim=-1), filters, strict=True)
+        )
         dv = torch.addcmul(
             c.unsqueeze(1) * direction.unsqueeze(-1), b.unsqueeze(1), v.index_select(0, j)
         )
@@ -137,11 +142,12 @@ class PaiNN(AtomFeatureBackbone):
         edges = self.distance(batch.pos, batch.molecule)
         r = edges.length
         # W(r) f_cut(r) = [rbf(r) f_cut(r) ‖ f_cut(r)] · [W ‖ b]ᵀ: the cutoff enters the
-        # K + 1 basis columns instead of the 3F-wide filters, each block's filters contiguous
+        # K + 1 basis columns instead of the 3F-wide filters, each part contiguous [E, F]
         cut = self.cutoff_fn(r).unsqueeze(-1)
         basis = torch.cat([self.rbf(r) * cut, cut], dim=-1)
         weights = torch.cat([self.filters.weight, self.filters.bias.unsqueeze(-1)], dim=-1)
-        filters = [basis @ w.T for w in torch.split(weights, 3 * self.hidden)]
+        parts = [basis @ w.T for w in torch.split(weights, self.hidden)]
+        filters = [parts[k : k + 3] for k in range(0, len(parts), 3)]
         s = self.embedding(batch.z)
         v = s.new_zeros(s.shape[0], 3, self.hidden)
         for message, update, w in zip(self.messages, self.updates, filters, strict=True):
