@@ -13,7 +13,8 @@ export OODMOL_SOURCE_DIR ?= $(abspath ../shared/data)
 endif
 
 .PHONY: install train test test-slurm lint bench chemprop-env bench-chemprop gotennet-env \
-	test-gotennet-reference bench-gotennet mace-env test-mace-reference bench-mace clean
+	test-gotennet-reference bench-gotennet mace-env test-mace-reference bench-mace \
+	painn-et-env test-painn-et-reference bench-painn-et clean
 
 install: $(VENV)/.installed
 
@@ -115,5 +116,34 @@ test-mace-reference: mace-env
 bench-mace: mace-env
 	$(MACE_VENV)/bin/python bench/mace_reference.py $(ARGS)
 
+# The references of tests/test_painn_et_references.py and bench/painn_et_reference.py:
+# schnetpack 2.1.1 (PaiNN) and torchmd-net 3.1.0 (ET), each installed without its
+# dependencies, beside only what `schnetpack.representation` and
+# `torchmdnet.models.torchmd_et` import: ase, and NVIDIA Warp (torchmd-net's neighbour
+# kernels, pure Python plus a runtime; the tests and the bench give it our neighbour list).
+# schnetpack pins sympy<=1.12 and pulls hydra, matscipy and tensorboard for its training
+# CLI, and its package __init__ fails under torch 2.13 (`T_co`), so the bench imports its
+# representation without it. torchmd-net is an sdist: setuptools-scm reads its version.
+# This environment only, never $(VENV).
+PAINN_ET_VENV ?= .venv-painn-et
+PAINN_ET_DEPS ?= ase "warp-lang>=1.10.1" setuptools-scm
+painn-et-env: $(PAINN_ET_VENV)/.installed
+
+$(PAINN_ET_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(PAINN_ET_VENV)
+	$(PAINN_ET_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PAINN_ET_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(PAINN_ET_VENV)/bin/python -m pip install --quiet -e '.[dev]' $(PAINN_ET_DEPS)
+	$(PAINN_ET_VENV)/bin/python -m pip install --quiet --no-deps schnetpack==2.1.1
+	$(PAINN_ET_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation \
+		torchmd-net==3.1.0
+	touch $@
+
+test-painn-et-reference: painn-et-env
+	$(PAINN_ET_VENV)/bin/python -m pytest -q tests/test_painn_et_references.py $(ARGS)
+
+bench-painn-et: painn-et-env
+	$(PAINN_ET_VENV)/bin/python bench/painn_et_reference.py $(ARGS)
+
 clean:
-	rm -rf $(VENV) $(CHEMPROP_VENV) $(GOTENNET_VENV) $(MACE_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CHEMPROP_VENV) $(GOTENNET_VENV) $(MACE_VENV) $(PAINN_ET_VENV) .pytest_cache .ruff_cache

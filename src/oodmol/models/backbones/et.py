@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch_geometric.utils import scatter
+from torch.nn import functional as F
 
 from oodmol.data.batches import PointCloudBatch
 from oodmol.models.blocks import (
@@ -64,12 +64,11 @@ from oodmol.models.output_modules import (
 class EquivariantAttention(nn.Module):
     """One ET layer: returns the residual updates (Δx, Δv)."""
 
-    def __init__(self, hidden: int, num_rbf: int, heads: int, cutoff: float) -> None:
+    def __init__(self, hidden: int, num_rbf: int, heads: int) -> None:
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
         self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
-        self.cutoff_fn = CosineCutoff(cutoff)
         self.layernorm = nn.LayerNorm(hidden)
         self.q_proj = nn.Linear(hidden, hidden)
         self.k_proj = nn.Linear(hidden, hidden)
@@ -86,30 +85,46 @@ class EquivariantAttention(nn.Module):
         vec: torch.Tensor,
         edges: Edges,
         rbf: torch.Tensor,
+        cutoff: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Δx and Δv from x, v and the edges' radial features and cutoff [E] (computed once
+        for all layers). Edge-wise work is memory-bound on CPU, so no [E, 3F] tensor is
+        split: the values' three parts (x, vector gate, direction) are gathered and
+        filtered apart (their rows of v_proj and dv_proj), the v_j term is fused into the
+        direction term (`addcmul`), and the sums over sources use `index_add` (edges
+        sorted by target), the vector one accumulated onto U3 v ∘ o1."""
         n, e = x.shape[0], rbf.shape[0]
-        heads, d = self.heads, self.head_dim
+        heads, d, f = self.heads, self.head_dim, self.hidden
         j, i = edges.index
         x = self.layernorm(x)
         q = self.q_proj(x).view(n, heads, d)
         k = self.k_proj(x).view(n, heads, d)
-        v = self.v_proj(x).view(n, heads, 3 * d)
-        vec1, vec2, vec3 = torch.split(self.vec_proj(vec), self.hidden, dim=-1)
+        v = self.v_proj(x).view(n, heads, 3, d)
+        vec1, vec2, vec3 = torch.split(self.vec_proj(vec), f, dim=-1)
         dk = self.act(self.dk_proj(rbf)).view(e, heads, d)
-        dv = self.act(self.dv_proj(rbf)).view(e, heads, 3 * d)
+        dv_weight = self.dv_proj.weight.view(heads, 3, d, -1)
+        dv_bias = self.dv_proj.bias.view(heads, 3, d)
+        values, gate, along = (  # [E, H, d] each
+            v[:, :, part].index_select(0, j)
+            * self.act(
+                F.linear(rbf, dv_weight[:, part].reshape(f, -1), dv_bias[:, part].reshape(f))
+            ).view(e, heads, d)
+            for part in range(3)
+        )
 
-        attention = self.act((q[i] * k[j] * dk).sum(-1)) * self.cutoff_fn(edges.length)[:, None]
-        values, gate, along = torch.split(v[j] * dv, d, dim=-1)  # [E, H, d] each
-        messages = values * attention.unsqueeze(-1)
-        vec_messages = vec.view(n, 3, heads, d)[j] * gate.unsqueeze(1) + along.unsqueeze(
-            1
-        ) * edges.direction.view(e, 3, 1, 1)
-        y = scatter(messages, i, dim=0, dim_size=n).view(n, self.hidden)
-        w = scatter(vec_messages, i, dim=0, dim_size=n).view(n, 3, self.hidden)
+        attention = q.index_select(0, i) * k.index_select(0, j) * dk
+        attention = self.act(attention.sum(-1)) * cutoff.unsqueeze(-1)
+        messages = (values * attention.unsqueeze(-1)).view(e, f)
+        vec_messages = torch.addcmul(
+            along.unsqueeze(1) * edges.direction.view(e, 3, 1, 1),
+            vec.view(n, 3, heads, d).index_select(0, j),
+            gate.unsqueeze(1),
+        )
+        y = x.new_zeros(n, f).index_add_(0, i, messages)
 
-        o1, o2, o3 = torch.split(self.o_proj(y), self.hidden, dim=-1)
+        o1, o2, o3 = torch.split(self.o_proj(y), f, dim=-1)
         dx = (vec1 * vec2).sum(1) * o2 + o3
-        dvec = vec3 * o1.unsqueeze(1) + w
+        dvec = (vec3 * o1.unsqueeze(1)).index_add_(0, i, vec_messages.view(e, 3, f))
         return dx, dvec
 
 
@@ -142,11 +157,12 @@ class EquivariantTransformer(AtomFeatureBackbone):
         self.distance = Distance(cutoff, max_neighbors, loop=True)
         self.embedding = nn.Embedding(max_z, hidden)
         self.rbf = ExpNormalBasis(num_rbf, cutoff, trainable_rbf)
+        self.cutoff_fn = CosineCutoff(cutoff)
         self.neighbor_embedding = (
             NeighborEmbedding(hidden, num_rbf, cutoff, max_z) if neighbor_embedding else None
         )
         self.layers = nn.ModuleList(
-            EquivariantAttention(hidden, num_rbf, heads, cutoff) for _ in range(layers)
+            EquivariantAttention(hidden, num_rbf, heads) for _ in range(layers)
         )
         self.out_norm = nn.LayerNorm(hidden)
         self.output = EquivariantDipoleOutput(hidden) if dipole else ScalarOutput(hidden)
@@ -161,7 +177,24 @@ class EquivariantTransformer(AtomFeatureBackbone):
         if self.neighbor_embedding is not None:
             x = self.neighbor_embedding(z, x, edges.index, edges.length, rbf)
         vec = x.new_zeros(z.shape[0], 3, self.hidden)
+        cutoff = self.cutoff_fn(edges.length)
         for layer in self.layers:
-            dx, dvec = layer(x, vec, edges, rbf)
+            dx, dvec = layer(x, vec, edges, rbf, cutoff)
             x, vec = x + dx, vec + dvec
         return self.out_norm(x), vec
+
+
+def torchmdnet_state_dict(backbone: EquivariantTransformer) -> dict[str, torch.Tensor]:
+    """Our backbone's weights under torchmd-net's names (its `TorchMD_ET`, 3.1.0): the same
+    layouts, `layers` → `attention_layers` and `rbf` → `distance_expansion`. The output
+    head is not part of it."""
+    renamed = {"layers.": "attention_layers.", "rbf.": "distance_expansion."}
+    state = {}
+    for key, value in backbone.state_dict().items():
+        if key.startswith("output."):
+            continue
+        for ours, theirs in renamed.items():
+            if key.startswith(ours):
+                key = theirs + key.removeprefix(ours)
+        state[key] = value.detach().clone()
+    return state

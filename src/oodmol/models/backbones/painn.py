@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch_geometric.utils import scatter
 
 from oodmol.data.batches import PointCloudBatch
 from oodmol.models.blocks import (
@@ -66,15 +65,23 @@ class Message(nn.Module):
         s: torch.Tensor,
         v: torch.Tensor,
         edge_index: torch.Tensor,
-        filters: torch.Tensor,
+        filters: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
         direction: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`filters`: the three [E, F] parts of W(r_ij) f_cut(r_ij). Edge-wise work is
+        memory-bound on CPU, so each [E, 3, F] tensor is made once and no [E, 3F] one is
+        split: φ(s)'s three parts are gathered apart, the v_j term is fused into the
+        direction term (`addcmul`), and the sums over sources are accumulated onto the
+        residual (`index_add`, edges sorted by target)."""
         j, i = edge_index
-        a, b, c = torch.split(self.phi(s)[j] * filters, self.hidden, dim=-1)
-        dv = b.unsqueeze(1) * v[j] + c.unsqueeze(1) * direction.unsqueeze(-1)
-        n = s.shape[0]
-        ds = scatter(a, i, dim=0, dim_size=n, reduce="sum")
-        return s + ds, v + scatter(dv, i, dim=0, dim_size=n, reduce="sum")
+        a, b, c = (
+            x.index_select(0, j) * w
+            for x, w in zip(torch.split(self.phi(s), self.hidden, dim=-1), filters, strict=True)
+        )
+        dv = torch.addcmul(
+            c.unsqueeze(1) * direction.unsqueeze(-1), b.unsqueeze(1), v.index_select(0, j)
+        )
+        return s.index_add(0, i, a), v.index_add(0, i, dv)
 
 
 class Update(nn.Module):
@@ -134,11 +141,54 @@ class PaiNN(AtomFeatureBackbone):
         """Scalar [N, F] and vector [N, 3, F] atom features after the interaction blocks."""
         edges = self.distance(batch.pos, batch.molecule)
         r = edges.length
-        filters = self.filters(self.rbf(r)) * self.cutoff_fn(r).unsqueeze(-1)
-        filters = torch.split(filters, 3 * self.hidden, dim=-1)
+        # W(r) f_cut(r) = [rbf(r) f_cut(r) ‖ f_cut(r)] · [W ‖ b]ᵀ: the cutoff enters the
+        # K + 1 basis columns instead of the 3F-wide filters, each part contiguous [E, F]
+        cut = self.cutoff_fn(r).unsqueeze(-1)
+        basis = torch.cat([self.rbf(r) * cut, cut], dim=-1)
+        weights = torch.cat([self.filters.weight, self.filters.bias.unsqueeze(-1)], dim=-1)
+        parts = [basis @ w.T for w in torch.split(weights, self.hidden)]
+        filters = [parts[k : k + 3] for k in range(0, len(parts), 3)]
         s = self.embedding(batch.z)
         v = s.new_zeros(s.shape[0], 3, self.hidden)
         for message, update, w in zip(self.messages, self.updates, filters, strict=True):
             s, v = message(s, v, edges.index, w, edges.direction)
             s, v = update(s, v)
         return s, v
+
+
+def schnetpack_state_dict(backbone: PaiNN) -> dict[str, torch.Tensor]:
+    """Our backbone's weights under schnetpack's names and layouts (its
+    `representation.PaiNN`, 2.1.1): the same numbers with the 3F-wide outputs and the
+    channel mix in schnetpack's order. Our message splits into (scalar, v_j, direction)
+    parts where schnetpack's splits into (scalar, direction, v_j); our update's mix gives
+    (U v, V v) where schnetpack's gives (V v, U v), the norm's first; and our update MLP's
+    (a_vv, a_sv, a_ss) are schnetpack's (a_ss, a_vv, a_sv). The output head is not part of
+    it."""
+
+    def order(tensor: torch.Tensor, parts: list[int]) -> torch.Tensor:
+        """The F-row blocks of `tensor` in the order `parts`, group by group (the filter
+        network stacks one group per interaction block)."""
+        blocks, size = torch.split(tensor, backbone.hidden), len(parts)
+        return torch.cat([blocks[g + p] for g in range(0, len(blocks), size) for p in parts])
+
+    message = [0, 2, 1]  # ours (a, b: v_j, c: direction) → schnetpack (a, direction, v_j)
+    state = {
+        "embedding.weight": backbone.embedding.weight,
+        "filter_net.weight": order(backbone.filters.weight, message),
+        "filter_net.bias": order(backbone.filters.bias, message),
+    }
+    for k, (msg, upd) in enumerate(zip(backbone.messages, backbone.updates, strict=True)):
+        context = f"interactions.{k}.interatomic_context_net"
+        mixing = f"mixing.{k}"
+        state |= {
+            f"{context}.0.weight": msg.phi[0].weight,
+            f"{context}.0.bias": msg.phi[0].bias,
+            f"{context}.1.weight": order(msg.phi[2].weight, message),
+            f"{context}.1.bias": order(msg.phi[2].bias, message),
+            f"{mixing}.mu_channel_mix.weight": order(upd.mix.weight, [1, 0]),
+            f"{mixing}.intraatomic_context_net.0.weight": upd.net[0].weight,
+            f"{mixing}.intraatomic_context_net.0.bias": upd.net[0].bias,
+            f"{mixing}.intraatomic_context_net.1.weight": order(upd.net[2].weight, [2, 0, 1]),
+            f"{mixing}.intraatomic_context_net.1.bias": order(upd.net[2].bias, [2, 0, 1]),
+        }
+    return {key: value.detach().clone() for key, value in state.items()}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch_geometric.utils import scatter
 
 from oodmol.models.blocks.cutoffs import CosineCutoff
 
@@ -40,5 +39,5 @@ class NeighborEmbedding(nn.Module):
         j, i = edge_index
         weight = self.cutoff_fn(length) * (j != i)
         w = self.distance_proj(rbf) * weight.unsqueeze(-1)
-        neighbours = scatter(w * self.embedding(z)[j], i, dim=0, dim_size=x.shape[0])
+        neighbours = torch.zeros_like(x).index_add_(0, i, w * self.embedding(z).index_select(0, j))
         return self.combine(torch.cat([x, neighbours], dim=-1))
