@@ -186,7 +186,7 @@ def interaction(
     x_kj = F.silu(block.lin_down(x_kj))
     triplet = F.linear(sbf, block.lin_sbf2.weight @ block.lin_sbf1.weight)
     triplet = x_kj.gather(0, into_kj) * triplet
-    x_kj = x_kj.new_zeros(len(x_kj), triplet.shape[-1]).scatter_add_(0, onto_ji, triplet)
+    x_kj = triplet.new_zeros(len(x_kj), triplet.shape[-1]).scatter_add_(0, onto_ji, triplet)
     h = x_ji + F.silu(block.lin_up(x_kj))
     for layer in block.layers_before_skip:
         h = residual(layer, h)

@@ -120,11 +120,12 @@ class EquivariantAttention(nn.Module):
             vec.view(n, 3, heads, d).index_select(0, j),
             gate.unsqueeze(1),
         )
-        y = x.new_zeros(n, f).index_add_(0, i, messages)
+        y = messages.new_zeros(n, f).index_add_(0, i, messages)
 
         o1, o2, o3 = torch.split(self.o_proj(y), f, dim=-1)
         dx = (vec1 * vec2).sum(1) * o2 + o3
-        dvec = (vec3 * o1.unsqueeze(1)).index_add_(0, i, vec_messages.view(e, 3, f))
+        dvec = vec3 * o1.unsqueeze(1)  # the sum goes in its dtype (bf16 under autocast)
+        dvec = dvec.index_add_(0, i, vec_messages.view(e, 3, f).to(dvec.dtype))
         return dx, dvec
 
 

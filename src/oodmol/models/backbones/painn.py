@@ -81,7 +81,8 @@ class Message(nn.Module):
         dv = torch.addcmul(
             c.unsqueeze(1) * direction.unsqueeze(-1), b.unsqueeze(1), v.index_select(0, j)
         )
-        return s.index_add(0, i, a), v.index_add(0, i, dv)
+        # onto the residual in its dtype (float32 under bf16 autocast)
+        return s.index_add(0, i, a.to(s.dtype)), v.index_add(0, i, dv.to(v.dtype))
 
 
 class Update(nn.Module):

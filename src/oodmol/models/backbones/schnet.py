@@ -149,6 +149,6 @@ class SchNet(schnet.SchNet):
             conv = interaction.conv
             x = conv.lin1(h)
             messages = x.gather(0, source) * pair_filter.gather(0, pair_of_edge)
-            x = torch.zeros_like(x).scatter_add_(0, target, messages)
+            x = messages.new_zeros(x.shape).scatter_add_(0, target, messages)
             h = h + interaction.lin(shifted_softplus(conv.lin2(x)))
         return shifted_softplus(self.lin1(h)), segment

@@ -193,8 +193,8 @@ def vis_mp(
     v_j = (v * dv * attn.unsqueeze(2)).view(n_edges, width)
     s1, s2 = torch.split(F.silu(layer.s_proj(v_j)), width, dim=1)
     vec_j = vec.index_select(0, source) * s1.unsqueeze(1) + s2.unsqueeze(1) * d_ij.unsqueeze(2)
-    x_out = x.new_zeros(x.shape[0], width).scatter_add_(0, at_target, v_j)
-    vec_out = torch.zeros_like(vec).index_add_(0, target, vec_j)
+    x_out = v_j.new_zeros(x.shape[0], width).scatter_add_(0, at_target, v_j)
+    vec_out = vec_j.new_zeros(vec.shape).index_add_(0, target, vec_j)
 
     o1, o2, o3 = torch.split(layer.o_proj(x_out), width, dim=1)
     dx = vec_dot * o2 + o3
