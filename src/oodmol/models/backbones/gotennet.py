@@ -30,6 +30,10 @@ every edge j → i carries scalar features t_ij [E, F].
   the l ≥ 3 components are e3nn's spherical harmonics; upstream's (its `TensorInit`) are
   not normalised alike, so the two models agree for lmax ≤ 2 only.
 
+The edge geometry the layers read (cutoff, the harmonics in per-degree blocks, a padded
+per-atom layout of the edges) is computed once per batch (`edge_geometry`); the sums over
+an atom's edges of r̂ ⊗ o_d are batched matrix products in that layout.
+
 Scalars see the geometry only through distances and inner products of same-degree
 harmonics, so the output is invariant under rotations, reflections (the l = 1 parts
 change sign, the l = 2 parts do not: O(3), not only SO(3)), translations and atom
@@ -51,6 +55,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import torch
 from e3nn import o3
@@ -162,6 +167,47 @@ class EdgeInit(nn.Module):
         return (h.index_select(0, i) + h.index_select(0, j)) * self.W_erp(rbf)
 
 
+class EdgeGeometry(NamedTuple):
+    """What the layers read of the edges, computed once per batch for all of them.
+
+    Edges are sorted by target (`oodmol.models.neighbors`), at most K into each atom, so
+    that a sum over an atom's edges of a per-edge matrix times a per-edge vector is one
+    batched matrix product over atoms in a padded layout (edge e of target i in slot
+    i·K + its rank among i's edges) instead of an [E, S, F] temporary summed by scatter.
+    """
+
+    source: torch.Tensor  # j [E]
+    target: torch.Tensor  # i [E], sorted
+    cutoff: torch.Tensor  # f_cut(r_ij) [E, 1]
+    slot: torch.Tensor  # [E]: i·K + rank of the edge among i's edges
+    width: int  # K, the most edges into one atom
+    blocks: torch.Tensor  # [E, lmax, S]: r̂^(l) in row l (degree l's columns), 0 elsewhere
+    spread: torch.Tensor  # [N, S, K·lmax]: the blocks of i's k-th edge in columns k·lmax …
+
+
+def edge_geometry(
+    edges: Edges, harmonics: torch.Tensor, cutoff: torch.Tensor, lmax: int, n: int
+) -> EdgeGeometry:
+    """The `EdgeGeometry` of a batch of n atoms from its edges, their harmonics [E, S] of
+    degrees 1 … lmax and their cutoff values [E]."""
+    j, i = edges.index
+    e, s = harmonics.shape
+    counts = torch.bincount(i, minlength=n)
+    width = int(counts.max()) if e else 1
+    slot = i * width + torch.arange(e, device=i.device) - (torch.cumsum(counts, 0) - counts)[i]
+    sizes = torch.tensor(degree_sizes(lmax), device=i.device)
+    degrees = torch.arange(lmax, device=i.device)
+    in_degree = torch.repeat_interleave(degrees, sizes) == degrees.unsqueeze(1)  # [lmax, S]
+    blocks = harmonics.unsqueeze(1) * in_degree  # [E, lmax, S]: r̂^(l) in row l
+    spread = padded(blocks.reshape(e, lmax * s), slot, n * width).view(n, width * lmax, s)
+    return EdgeGeometry(j, i, cutoff.unsqueeze(-1), slot, width, blocks, spread.mT)
+
+
+def padded(src: torch.Tensor, slot: torch.Tensor, rows: int) -> torch.Tensor:
+    """The rows of `src` [E, C] placed at `slot` of `rows` rows of zeros."""
+    return src.new_zeros(rows, src.shape[1]).index_copy(0, slot, src)
+
+
 class GATA(nn.Module):
     """Geometry-aware tensor attention and, unless `last_layer`, the edge update (HTR):
     returns the new (h, X, t)."""
@@ -171,7 +217,6 @@ class GATA(nn.Module):
         hidden: int,
         heads: int,
         lmax: int,
-        cutoff: float,
         dropout: float,
         last_layer: bool,
     ) -> None:
@@ -186,7 +231,6 @@ class GATA(nn.Module):
         self.gamma_v = nn.Sequential(Dense(hidden, hidden, activation=True), Dense(hidden, width))
         self.W_re = Dense(hidden, hidden, activation=True)
         self.W_rs = Dense(hidden, width)
-        self.cutoff = CosineCutoff(cutoff)
         self.last_layer = last_layer
         if not last_layer:
             self.gamma_t = MLP([hidden, hidden], last_activation=True)
@@ -194,50 +238,52 @@ class GATA(nn.Module):
             self.W_vk = nn.ModuleList(Dense(hidden, hidden, bias=False) for _ in range(lmax))
 
     def forward(
-        self,
-        h: torch.Tensor,
-        X: torch.Tensor,
-        t: torch.Tensor,
-        edges: Edges,
-        harmonics: torch.Tensor,
+        self, h: torch.Tensor, X: torch.Tensor, t: torch.Tensor, g: EdgeGeometry
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         n, e = h.shape[0], t.shape[0]
         heads, d, hidden, lmax = self.heads, self.hidden // self.heads, self.hidden, self.lmax
-        j, i = edges.index
+        j, i = g.source, g.target
         q = self.W_q(h).view(n, heads, d).index_select(0, i)
         k = self.W_k(h).view(n, heads, d).index_select(0, j)
         scores = (q * k * self.W_re(t).view(e, heads, d)).sum(-1)
         attention = softmax(scores, i, num_nodes=n) / math.sqrt(hidden)
         attention = nn.functional.dropout(attention, self.dropout, self.training)
-        values = attention.unsqueeze(-1) * self.gamma_v(h).index_select(0, j).view(e, heads, -1)
-        spatial = self.W_rs(t) * self.gamma_s(h).index_select(0, j)
-        spatial = spatial * self.cutoff(edges.length).unsqueeze(-1)
-        messages = (values.view(e, -1) + spatial).view(e, 1 + 2 * lmax, hidden).unbind(1)
-        h = h + sum_into(messages[0], i, n)
-        sizes = degree_sizes(lmax)
-        dX = []  # per degree l: Σ_j o_d^(l) r̂_ij^(l) + o_t^(l) ∘ X_j^(l)
-        parts = zip(harmonics.split(sizes, 1), X.split(sizes, 1), strict=True)
-        for k, (r, X_l) in enumerate(parts):  # k = l − 1
-            o_d, o_t = messages[1 + k].unsqueeze(1), messages[1 + lmax + k].unsqueeze(1)
-            dX.append(sum_into(r.unsqueeze(-1) * o_d + X_l.index_select(0, j) * o_t, i, n))
-        X = X + torch.cat(dX, dim=1)
+        # W_rs(t) f_cut as one product: [t f_cut, f_cut] @ [W_rsᵀ; b_rs]
+        weight = torch.cat([self.W_rs.weight.T, self.W_rs.bias.unsqueeze(0)])
+        spatial = torch.cat([t * g.cutoff, g.cutoff], dim=1) @ weight
+        spatial = spatial * self.gamma_s(h).index_select(0, j)
+        values = self.gamma_v(h).index_select(0, j).view(e, heads, -1)
+        messages = torch.addcmul(spatial.view(e, heads, -1), values, attention.unsqueeze(-1))
+        # one split (its gradient one concatenation, where indexing would zero [E, 5, F] each)
+        o_s, o_d, o_t = messages.view(e, 1 + 2 * lmax, hidden).split([1, lmax, lmax], dim=1)
+        h = h + sum_into(o_s.squeeze(1), i, n)
+        # Σ_j o_d^(l) r̂_ij^(l): one matrix product per atom over its padded edges
+        o_d = o_d.reshape(e, lmax * hidden)
+        directions = torch.bmm(g.spread, padded(o_d, g.slot, n * g.width).view(n, -1, hidden))
+        # Σ_j o_t^(l) ∘ X_j^(l), broadcast over each degree's components
+        tensors = [
+            sum_into(X_l.index_select(0, j) * o_t_l, i, n)
+            for X_l, o_t_l in zip(X.split(degree_sizes(lmax), dim=1), o_t.split(1, 1), strict=True)
+        ]
+        X = X + directions + torch.cat(tensors, dim=1)
         if not self.last_layer:
-            t = t + self.gamma_t(t) * self.edge_weights(X, edges, harmonics)
+            t = t + self.gamma_t(t) * self.edge_weights(X, g)
         return h, X, t
 
-    def edge_weights(self, X: torch.Tensor, edges: Edges, harmonics: torch.Tensor) -> torch.Tensor:
-        """Σ_l ⟨EQ_i^(l) ⊥ r̂^(l), EK_j^(l) ⊥ r̂^(l)⟩ per edge and channel, [E, F]."""
-        j, i = edges.index
+    def edge_weights(self, X: torch.Tensor, g: EdgeGeometry) -> torch.Tensor:
+        """Σ_l ⟨EQ_i^(l) ⊥ r̂^(l), EK_j^(l) ⊥ r̂^(l)⟩ per edge and channel, [E, F], as
+        ⟨EQ_i, EK_j⟩ − Σ_l ⟨EQ_i^(l), r̂^(l)⟩⟨EK_j^(l), r̂^(l)⟩: the queries' projections
+        per atom over its padded edges, the keys' per edge, all degrees at once."""
         sizes = degree_sizes(self.lmax)
         keys = [w(part) for w, part in zip(self.W_vk, X.split(sizes, dim=1), strict=True)]
-        eq = self.W_vq(X).index_select(0, i)
-        ek = torch.cat(keys, dim=1).index_select(0, j)
-        weights = (eq * ek).sum(1)
-        parts = zip(eq.split(sizes, 1), ek.split(sizes, 1), harmonics.split(sizes, 1), strict=True)
-        for a, b, r in parts:
-            r = r.unsqueeze(1)  # [E, 1, 2l + 1]: (a · r̂) as a batched matrix product
-            weights = weights - (r @ a).squeeze(1) * (r @ b).squeeze(1)
-        return weights
+        queries = self.W_vq(X)
+        eq = queries.index_select(0, g.target)
+        ek = torch.cat(keys, dim=1).index_select(0, g.source)
+        # ⟨EQ_i^(l), r̂^(l)⟩ per atom over its padded edges, ⟨EK_j^(l), r̂^(l)⟩ per edge
+        eq_along = torch.bmm(g.spread.mT, queries).view(-1, self.lmax * self.hidden)
+        eq_along = eq_along.index_select(0, g.slot).view(-1, self.lmax, self.hidden)
+        along = eq_along * torch.bmm(g.blocks, ek)  # [E, lmax, F]
+        return (eq * ek).sum(1) - along.sum(1)
 
 
 class EQFF(nn.Module):
@@ -287,6 +333,8 @@ class GotenNet(AtomFeatureBackbone):
         self.hidden = hidden
         self.cutoff = cutoff
         self.max_neighbors = max_neighbors
+        self.lmax = lmax
+        self.envelope = CosineCutoff(cutoff)
         self.distance = Distance(cutoff, max_neighbors, loop=True)
         self.node_init = NodeInit(hidden, num_rbf, cutoff, max_z)
         self.edge_init = EdgeInit(num_rbf, hidden)
@@ -295,7 +343,7 @@ class GotenNet(AtomFeatureBackbone):
         irreps = o3.Irreps([(1, (degree, (-1) ** degree)) for degree in range(1, lmax + 1)])
         self.sphere = o3.SphericalHarmonics(irreps, normalize=False, normalization="norm")
         self.gata_list = nn.ModuleList(
-            GATA(hidden, heads, lmax, cutoff, attn_dropout, last_layer=k == layers - 1)
+            GATA(hidden, heads, lmax, attn_dropout, last_layer=k == layers - 1)
             for k in range(layers)
         )
         self.eqff_list = nn.ModuleList(EQFF(hidden) for _ in range(layers))
@@ -310,9 +358,11 @@ class GotenNet(AtomFeatureBackbone):
         h = self.node_init(z, self.A_na(z), edges, rbf)
         t = self.edge_init(edges, rbf, h)
         harmonics = self.sphere(edges.direction)  # 0 on self-loops
+        cutoff = self.envelope(edges.length)
+        geometry = edge_geometry(edges, harmonics, cutoff, self.lmax, len(z))
         X = h.new_zeros(h.shape[0], harmonics.shape[1], self.hidden)
         for gata, eqff in zip(self.gata_list, self.eqff_list, strict=True):
-            h, X, t = gata(h, X, t, edges, harmonics)
+            h, X, t = gata(h, X, t, geometry)
             h, X = eqff(h, X)
         return h, X
 
