@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch_geometric.utils import scatter
 
+from oodmol.allocator import keep_freed_memory
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the reference builder shared with the tests
 
@@ -125,6 +127,7 @@ def main() -> None:
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one side
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as train.py does: the step without page-fault churn
     if args.one:
         print(json.dumps(measure(args.one, args.batch_size, args.batches)))
         return

@@ -51,6 +51,7 @@ import numpy as np
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
+from oodmol.allocator import keep_freed_memory
 from oodmol.data.batches import Batch, PointCloudBatch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -312,12 +313,17 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also with compiled backbones")
     parser.add_argument("--task", default="csd10k_density", help="whose training molecules")
     parser.add_argument("--epochs", action="store_true", help="epoch seconds beside BOOM's")
+    parser.add_argument(
+        "--default-malloc", action="store_true", help="without oodmol.allocator (as before)"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
     parser.add_argument("--with-profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message=".*self.log.*")  # no trainer in a bench
+    if not args.default_malloc:
+        keep_freed_memory()  # as train.py does (keep_freed_memory: true)
     if args.one:
         figures = measure(
             args.one,
@@ -340,6 +346,8 @@ def main() -> None:
             "--batches", str(args.batches), "--threads", str(args.threads),
             "--device", args.device, "--task", args.task,
         ]  # fmt: skip
+        if args.default_malloc:
+            command.append("--default-malloc")
         if with_profile:
             command.append("--with-profile")
         if compiled:

@@ -39,6 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from oodmol.allocator import keep_freed_memory
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -204,6 +206,7 @@ def main() -> None:
     parser.add_argument("--one", nargs=2, metavar=("MODEL", "SIDE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as train.py does: the step without page-fault churn
     if args.one:
         print(json.dumps(measure(*args.one, args.batch_size, args.batches)))
         return

@@ -41,6 +41,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
+from oodmol.allocator import keep_freed_memory
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -261,6 +263,7 @@ def main() -> None:
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as train.py does: the step without page-fault churn
     if args.one:
         print(json.dumps(measure(args.one, args.batch_size, args.batches)))
         return

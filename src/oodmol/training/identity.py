@@ -32,6 +32,7 @@ EXECUTION_KEYS = frozenset(
         "logger",
         "progress",
         "num_workers",
+        "keep_freed_memory",
         "threads",
         "ckpt_path",
         "resume",

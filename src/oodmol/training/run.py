@@ -19,6 +19,7 @@ from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from oodmol.allocator import keep_freed_memory
 from oodmol.comparability import SHORTENED, budget_overrides
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import FeatureSet
@@ -70,6 +71,8 @@ def train(cfg: DictConfig) -> dict | float | None:
         return objective["value"] if objective else plan.metrics
     L.seed_everything(cfg.seed, workers=True)
     apply_matmul_precision(cfg)
+    if cfg.get("keep_freed_memory"):
+        keep_freed_memory()
     dm = build_datamodule(cfg)
     dm.prepare_data()
     dm.setup("fit")
