@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from oodmol.data.batches import PointCloudBatch
 from oodmol.data.datamodule import MoleculeDataModule
@@ -89,7 +90,8 @@ def test_shared_out_across_ddp_processes(dataset):
     shares = []
     for rank in range(2):
         dm = datamodule(dataset, True)
-        dm.trainer = SimpleNamespace(world_size=2, global_rank=rank)
+        on_cpu = SimpleNamespace(root_device=torch.device("cpu"))
+        dm.trainer = SimpleNamespace(world_size=2, global_rank=rank, strategy=on_cpu)
         batches = epoch(dm)
         shares.append(np.concatenate(batches))
         assert spread(dataset, batches) < 10
