@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,11 +31,6 @@ from oodmol.allocator import keep_freed_memory
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-
-
-def rss_mb() -> float:
-    """This process's peak resident set size so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def benchmark_batches(batch_size: int, n_batches: int) -> tuple[list, object, object]:
@@ -94,6 +86,8 @@ def reference_model(ours, extensive: bool):
 
 def measure(which: str, batch_size: int, n_batches: int) -> dict:
     """Training throughput and peak memory of one model (run in a child process)."""
+    from models_throughput import rss_mb
+
     import oodmol.models.neighbors as neighbors
     from oodmol.runs import build_model, training_statistics
 
@@ -160,20 +154,16 @@ def main() -> None:
     if args.one:
         print(json.dumps(measure(args.one, args.batch_size, args.batches)))
         return
+    from models_throughput import alternating_runs
 
-    env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
-    runs: dict[str, list[dict]] = {"ours": [], "reference": []}
-    for _ in range(args.repeats):
-        for which in runs:
-            command = [
-                sys.executable, __file__, "--one", which, "--threads", str(args.threads),
-                "--batch-size", str(args.batch_size), "--batches", str(args.batches),
-            ]  # fmt: skip
-            out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
-            if out.returncode != 0:
-                sys.exit(f"{which} failed:\n{out.stderr[-3000:]}")
-            runs[which].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(f"[bench] {runs[which][-1]}   load {os.getloadavg()[0]:.2f}")
+    options = ["--batch-size", str(args.batch_size), "--batches", str(args.batches)]
+    cases = [("ours",), ("reference",)]
+    runs = {
+        case[0]: results
+        for case, results in alternating_runs(
+            __file__, cases, args.repeats, args.threads, options
+        ).items()
+    }
 
     print(
         f"\ncsd10k_density training molecules, batch {args.batch_size} "

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -67,6 +68,27 @@ def neural_models() -> list[str]:
 def rss_mb() -> float:
     """This process's peak resident set size so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def alternating_runs(
+    script: str, cases: list[tuple[str, ...]], repeats: int, threads: int, options: list[str]
+) -> dict[tuple[str, ...], list[dict]]:
+    """Each case (the `--one` arguments of `script`) in a process of its own, the cases
+    taking turns `repeats` times so that a change in the machine's load hits all alike;
+    the JSON figures each run prints last, per case. A failed run stops the bench."""
+    env = os.environ | {"OMP_NUM_THREADS": str(threads)}
+    runs: dict[tuple[str, ...], list[dict]] = {case: [] for case in cases}
+    for _ in range(repeats):
+        for case in cases:
+            command = [sys.executable, script, "--one", *case, "--threads", str(threads)]
+            out = subprocess.run(
+                [*command, *options], capture_output=True, text=True, cwd=REPO, env=env
+            )
+            if out.returncode != 0:
+                sys.exit(f"{' '.join(case)} failed:\n{out.stderr[-3000:]}")
+            runs[case].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"[bench] {runs[case][-1]}   load {os.getloadavg()[0]:.2f}", flush=True)
+    return runs
 
 
 def graph3d_featurizer():

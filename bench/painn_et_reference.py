@@ -28,8 +28,6 @@ import importlib
 import importlib.util
 import json
 import os
-import resource
-import subprocess
 import sys
 import time
 import types
@@ -43,11 +41,6 @@ from oodmol.allocator import keep_freed_memory
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-
-
-def rss_mb() -> float:
-    """This process's peak resident set size so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def schnetpack() -> types.SimpleNamespace:
@@ -148,7 +141,7 @@ REFERENCES = {
 
 def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
     """Training and inference throughput and peak memory of one side (a child process)."""
-    from models_throughput import benchmark_setup, training_step
+    from models_throughput import benchmark_setup, rss_mb, training_step
 
     import oodmol.models.neighbors as neighbors
     from oodmol.runs import build_model, training_statistics
@@ -210,24 +203,12 @@ def main() -> None:
     if args.one:
         print(json.dumps(measure(*args.one, args.batch_size, args.batches)))
         return
+    from models_throughput import alternating_runs
 
-    env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
     models = args.models.split(",")
-    runs: dict[tuple[str, str], list[dict]] = {}
-    for _ in range(args.repeats):
-        for name in models:
-            for side in ("ours", "reference"):
-                command = [
-                    sys.executable, __file__, "--one", name, side, "--threads",
-                    str(args.threads), "--batch-size", str(args.batch_size),
-                    "--batches", str(args.batches),
-                ]  # fmt: skip
-                out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
-                if out.returncode != 0:
-                    sys.exit(f"{name} {side} failed:\n{out.stderr[-3000:]}")
-                result = json.loads(out.stdout.strip().splitlines()[-1])
-                runs.setdefault((name, side), []).append(result)
-                print(f"[bench] {result}   load {os.getloadavg()[0]:.2f}")
+    cases = [(name, side) for name in models for side in ("ours", "reference")]
+    options = ["--batch-size", str(args.batch_size), "--batches", str(args.batches)]
+    runs = alternating_runs(__file__, cases, args.repeats, args.threads, options)
 
     first = runs[(models[0], "ours")][0]
     print(

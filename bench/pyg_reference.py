@@ -33,9 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -49,11 +46,6 @@ from oodmol.allocator import keep_freed_memory
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 MODELS = ("schnet", "dimenetpp", "visnet")
-
-
-def rss_mb() -> float:
-    """This process's peak resident set size so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def pyg_schnet(ours, mean: bool) -> tuple[torch.nn.Module, Callable]:
@@ -144,7 +136,7 @@ REFERENCES = {"schnet": pyg_schnet, "dimenetpp": pyg_dimenetpp, "visnet": pyg_vi
 
 def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
     """Training and inference throughput and peak memory of one model (in a child)."""
-    from models_throughput import benchmark_setup
+    from models_throughput import benchmark_setup, rss_mb
 
     import oodmol.models.neighbors as neighbors
     from oodmol.runs import build_model, training_statistics
@@ -224,26 +216,16 @@ def main() -> None:
     if args.one:
         print(json.dumps(measure(*args.one, args.batch_size, args.batches)))
         return
+    from models_throughput import alternating_runs
 
     names = args.models.split(",")
     if unknown := set(names) - set(MODELS):
         sys.exit(f"unknown models {sorted(unknown)}; choose from {MODELS}")
-    env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
-    runs: dict[tuple[str, str], list[dict]] = {}
-    for name in names:
-        for _ in range(args.repeats):
-            for which in ("ours", "pyg"):
-                command = [
-                    sys.executable, __file__, "--one", name, which, "--threads",
-                    str(args.threads), "--batch-size", str(args.batch_size),
-                    "--batches", str(args.batches),
-                ]  # fmt: skip
-                out = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
-                if out.returncode != 0:
-                    sys.exit(f"{name} {which} failed:\n{out.stderr[-3000:]}")
-                result = json.loads(out.stdout.strip().splitlines()[-1])
-                runs.setdefault((name, which), []).append(result)
-                print(f"[bench] {result}   load {os.getloadavg()[0]:.2f}", flush=True)
+    options = ["--batch-size", str(args.batch_size), "--batches", str(args.batches)]
+    runs: dict[tuple[str, ...], list[dict]] = {}
+    for name in names:  # every repeat of one model before the next
+        cases = [(name, "ours"), (name, "pyg")]
+        runs |= alternating_runs(__file__, cases, args.repeats, args.threads, options)
 
     print(
         f"\ncsd10k_density training molecules, batch {args.batch_size}, {args.batches} steps "
