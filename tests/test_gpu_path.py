@@ -17,6 +17,7 @@ import torch
 from e2e_helpers import MLP, QUIET, TinyTask
 from geometry_helpers import point_cloud_batch
 from omegaconf import open_dict
+from pyg_helpers import TINY_DIMENETPP, tiny_schnet, tiny_visnet
 
 from oodmol.config import compose_config
 from oodmol.data.batches import GraphBatch, PointCloudBatch, TokenBatch, VectorBatch
@@ -24,8 +25,6 @@ from oodmol.models.backbones.dimenetpp import DimeNetPP
 from oodmol.models.backbones.egnn import EGNN
 from oodmol.models.backbones.et import EquivariantTransformer
 from oodmol.models.backbones.painn import PaiNN
-from oodmol.models.backbones.schnet import SchNet
-from oodmol.models.backbones.visnet import ViSNet
 from oodmol.models.module import PropertyRegressor
 from oodmol.training.identity import config_key
 
@@ -34,19 +33,9 @@ BACKBONES = {
     "painn": partial(PaiNN, hidden=16, layers=2, num_rbf=8),
     "et": partial(EquivariantTransformer, hidden=16, layers=2, heads=2, num_rbf=8),
     "egnn": partial(EGNN, hidden=16, layers=2),
-    "dimenetpp": partial(
-        DimeNetPP,
-        hidden_channels=16,
-        num_blocks=2,
-        int_emb_size=8,
-        basis_emb_size=4,
-        out_emb_channels=16,
-        num_spherical=2,
-        num_radial=2,
-        num_output_layers=1,
-    ),
-    "schnet": partial(SchNet, hidden_channels=16, num_filters=16, num_interactions=2),
-    "visnet": partial(ViSNet, num_heads=2, num_layers=2, hidden_channels=16, num_rbf=8),
+    "dimenetpp": partial(DimeNetPP, **TINY_DIMENETPP),
+    "schnet": tiny_schnet,
+    "visnet": tiny_visnet,
 }
 # every model whose sums mix dtypes under autocast once failed here (index_add_/scatter_add_)
 # relative RMS change of the predictions: bf16 keeps 8 mantissa bits, TF32 10

@@ -16,6 +16,13 @@ from fit_helpers import training_losses
 from geometry_helpers import assert_invariant, molecule_output, point_cloud_batch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
+from pyg_helpers import (
+    TINY_DIMENETPP,
+    give_pyg_dimenet_our_graph,
+    summed_head,
+    tiny_schnet,
+    tiny_visnet,
+)
 from torch.optim.lr_scheduler import LambdaLR, ReduceLROnPlateau
 from torch_geometric.nn.models import dimenet, schnet
 from torch_geometric.nn.models import visnet as pyg_visnet
@@ -25,7 +32,6 @@ from oodmol.models.backbones.schnet import SchNet
 from oodmol.models.backbones.visnet import Distance, ViSNet
 from oodmol.models.module import PropertyRegressor
 from oodmol.models.neighbors import radius_graph
-from oodmol.models.readout import Readout
 from oodmol.models.schedules import build_scheduler, warmup_plateau
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -38,29 +44,7 @@ def tiny_dimenetpp() -> DimeNetPP:
     """Built once: the spherical basis is derived with sympy in the constructor (~1 s for
     2 × 2 functions, ~40 s for the published 7 × 6)."""
     torch.manual_seed(0)
-    return DimeNetPP(
-        hidden_channels=16,
-        num_blocks=2,
-        int_emb_size=8,
-        basis_emb_size=4,
-        out_emb_channels=16,
-        num_spherical=2,
-        num_radial=2,
-        num_output_layers=1,
-    )
-
-
-def tiny_schnet() -> SchNet:
-    return SchNet(hidden_channels=16, num_filters=16, num_interactions=2, num_gaussians=10)
-
-
-def tiny_visnet() -> ViSNet:
-    return ViSNet(num_heads=2, num_layers=2, hidden_channels=16, num_rbf=8)
-
-
-def summed_head(h: torch.Tensor, segment: torch.Tensor, n: int, weight: torch.Tensor):
-    """The shared readout (sum) and a bias-free head with `weight`: [n]."""
-    return (Readout(extensive=True)(h, segment, n) @ weight.T).squeeze(-1)
+    return DimeNetPP(**TINY_DIMENETPP)
 
 
 def reference_triplets(edge_index: torch.Tensor) -> list[tuple[int, int]]:
@@ -105,17 +89,7 @@ def test_schnet_is_pygs_with_its_last_linear_as_the_head():
 def test_dimenetpp_is_pygs_with_its_last_linears_as_the_head(tiny_dimenetpp, monkeypatch):
     """PyG's own forward, given our neighbour search and triplets (it needs torch-cluster
     and torch-sparse), and the output blocks' final Linears taken from the head."""
-
-    def pyg_triplets(edge_index, num_nodes):
-        idx_kj, idx_ji, idx_k, idx_i = triplets(edge_index, num_nodes)
-        row, col = edge_index
-        return col, row, idx_i, row[idx_ji], idx_k, idx_kj, idx_ji
-
-    def pyg_radius_graph(pos, r, batch, max_num_neighbors):
-        return radius_graph(pos, batch, r, max_num_neighbors)
-
-    monkeypatch.setattr(dimenet, "radius_graph", pyg_radius_graph)
-    monkeypatch.setattr(dimenet, "triplets", pyg_triplets)
+    give_pyg_dimenet_our_graph(monkeypatch)
     torch.manual_seed(0)
     batch = point_cloud_batch()
     ours = tiny_dimenetpp

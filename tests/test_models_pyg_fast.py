@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 from geometry_helpers import point_cloud_batch
+from pyg_helpers import give_pyg_dimenet_our_graph, summed_head
 from torch_geometric.nn.models import dimenet, schnet
 from torch_geometric.nn.models import visnet as pyg_visnet
 
@@ -17,7 +18,6 @@ from oodmol.models.backbones.dimenetpp import DimeNetPP, triplets
 from oodmol.models.backbones.schnet import SchNet, undirected_pairs
 from oodmol.models.backbones.visnet import ViSNet
 from oodmol.models.neighbors import radius_graph
-from oodmol.models.readout import Readout
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -29,11 +29,6 @@ def double_batch(max_neighbors: int, cutoff: float):
     batch = replace(batch, pos=batch.pos.double(), y=batch.y.double())
     edges = radius_graph(batch.pos, batch.molecule, cutoff, max_neighbors)
     return batch, edges
-
-
-def molecule_sums(h: torch.Tensor, segment: torch.Tensor, n: int, weight: torch.Tensor):
-    """The shared readout (sum) and a bias-free head with `weight`: [n]."""
-    return (Readout(extensive=True)(h, segment, n) @ weight.T).squeeze(-1)
 
 
 def assert_same_outputs_and_gradients(ours, pyg, ours_out, pyg_out, renamed=None):
@@ -78,7 +73,7 @@ def test_schnet_native_forward_is_pygs(max_neighbors):
     assert_same_outputs_and_gradients(
         ours,
         pyg,
-        molecule_sums(*ours(batch), len(batch), weight),
+        summed_head(*ours(batch), len(batch), weight),
         pyg(batch.z, batch.pos, batch.molecule).squeeze(-1),
     )
 
@@ -101,24 +96,14 @@ def tiny_dimenetpp_pair():
 def test_dimenetpp_native_forward_is_pygs(tiny_dimenetpp_pair, monkeypatch):
     """PyG's own forward, given our neighbour search and triplets (it needs torch-cluster
     and torch-sparse), with the cap of 4 neighbours making some lists asymmetric."""
-
-    def pyg_triplets(edge_index, num_nodes):
-        idx_kj, idx_ji, idx_k, idx_i = triplets(edge_index, num_nodes)
-        row, col = edge_index
-        return col, row, idx_i, row[idx_ji], idx_k, idx_kj, idx_ji
-
-    def pyg_radius_graph(pos, r, batch, max_num_neighbors):
-        return radius_graph(pos, batch, r, max_num_neighbors)
-
-    monkeypatch.setattr(dimenet, "radius_graph", pyg_radius_graph)
-    monkeypatch.setattr(dimenet, "triplets", pyg_triplets)
+    give_pyg_dimenet_our_graph(monkeypatch)
     ours, pyg, weight = tiny_dimenetpp_pair
     batch, edges = double_batch(max_neighbors=4, cutoff=3.0)
     assert len(triplets(edges, len(batch.z))[0]) > 0
     assert_same_outputs_and_gradients(
         ours,
         pyg,
-        molecule_sums(*ours(batch), len(batch), weight),
+        summed_head(*ours(batch), len(batch), weight),
         pyg(batch.z, batch.pos, batch.molecule).squeeze(-1),
     )
 
@@ -156,7 +141,7 @@ def test_visnet_native_forward_is_pygs():
     assert_same_outputs_and_gradients(
         ours,
         pyg,
-        molecule_sums(*ours(batch), len(batch), weight),
+        summed_head(*ours(batch), len(batch), weight),
         pyg(batch.z, batch.pos, batch.molecule)[0].squeeze(-1),
         renamed,
     )
