@@ -47,6 +47,16 @@ def make_csv(tmp_path: Path) -> MakeCSV:
 
 
 @pytest.fixture
+def float64() -> Iterator[None]:
+    """float64 as torch's default dtype for one test: the reference implementations our
+    models are held to create some of their constants and zero tensors in it."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(default)
+
+
+@pytest.fixture
 def one_thread() -> Iterator[None]:
     """One torch thread for tests of tiny tensors: a second thread only adds
     synchronisation, and on a busy machine each parallel scatter can wait for a core."""

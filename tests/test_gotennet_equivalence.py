@@ -9,8 +9,6 @@ pure-torch stand-ins for those two: scripts/reference_standins/) and runs them t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 from geometry_helpers import in_double, point_cloud_batch
@@ -26,22 +24,13 @@ gotennet = pytest.importorskip(
 from gotennet.models.components.layers import CosineCutoff  # noqa: E402
 from gotennet.models.components.outputs import Atomwise  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "float64")
 
 # (hidden, layers, heads, lmax, num_rbf): upstream's QM9 model and two smaller ones. Not
 # lmax 3: upstream's l = 3 components (TensorInit) are e3nn's recursion applied to its own
 # normalised l = 2 ones, not e3nn's l = 3 harmonics (their norm is not 1), where ours are.
 SIZES = [(256, 4, 8, 2, 64), (32, 3, 4, 2, 16), (16, 2, 2, 1, 8)]
 ATOL = 1e-9  # float64: the code paths differ only in the order of floating-point operations
-
-
-@pytest.fixture(autouse=True)
-def float64() -> Iterator[None]:
-    """Both models in float64 (upstream creates its zero X in the default dtype)."""
-    default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(default)
 
 
 @pytest.fixture(scope="module")

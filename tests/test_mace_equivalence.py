@@ -34,14 +34,6 @@ SIZES = {
 }
 
 
-@pytest.fixture
-def float64():
-    dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)  # both models' constants in float64, as BOOM ran
-    yield
-    torch.set_default_dtype(dtype)
-
-
 @pytest.mark.parametrize("sizes", list(SIZES))
 def test_energies_and_features_match_mace_torch(float64, sizes):
     torch.manual_seed(0)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from oodmol.data.batches import PointCloudBatch
 from oodmol.models.backbones.et import EquivariantTransformer, torchmdnet_state_dict
 from oodmol.models.backbones.painn import PaiNN, schnetpack_state_dict
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "float64")
 
 PAINN = {"painn": {"hidden": 16, "layers": 2}, "painn-capped": {"hidden": 16, "max_neighbors": 4}}
 ET = {
@@ -57,15 +56,6 @@ def close(ours: torch.Tensor, theirs: torch.Tensor) -> None:
     with respect to positions sum large terms in another order than the reference)."""
     scale = max(1.0, theirs.abs().max().item())
     torch.testing.assert_close(ours, theirs, rtol=0.0, atol=1e-10 * scale)
-
-
-@pytest.fixture(autouse=True)
-def float64() -> Iterator[None]:
-    """Both models in float64 (schnetpack creates its zero vectors in the default dtype)."""
-    default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(default)
 
 
 @pytest.fixture(scope="module")
