@@ -13,7 +13,10 @@ loss, backward, AdamW step), in training mode (attention dropout on) and each wi
 own neighbour search: ours, and upstream's radius_graph (here the pure-torch stand-in
 for torch-cluster), whose time is also printed apart. Peak MB is the process's peak
 resident memory minus its resident memory before the model was built. The last line is
-``reference_ratio=<ours/reference>``, the ratio of training molecules per second.
+``reference_ratio=<ours/reference> ceiling_ratio=<...>``: the ratio of training molecules
+per second, and the largest reference_ratio our FLOPs allow (the reference's step time
+over our step's FLOPs at the measured matmul peak of its typical shape,
+bench/roofline.py's `matmul_floor_ms`).
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ def reference_model(ours, extensive: bool):
 def measure(which: str, batch_size: int, n_batches: int) -> dict:
     """Training throughput and peak memory of one model (run in a child process)."""
     from models_throughput import rss_mb
+    from roofline import matmul_floor_ms
 
     import oodmol.models.neighbors as neighbors
     from oodmol.runs import build_model, training_statistics
@@ -131,8 +135,11 @@ def measure(which: str, batch_size: int, n_batches: int) -> dict:
     for batch in batches[1:]:
         search(batch)
     search_seconds = (time.perf_counter() - started) / n_batches
+    steps = lambda: [step(k) for k in range(1, n_batches + 1)]  # noqa: E731
+    floor_ms = matmul_floor_ms(steps, n_batches) if which == "ours" else None
     return {
         "model": which,
+        "floor_ms": floor_ms,
         "train_mol_s": batch_size / seconds,
         "step_ms": 1e3 * seconds,
         "search_ms": 1e3 * search_seconds,
@@ -155,6 +162,7 @@ def main() -> None:
         print(json.dumps(measure(args.one, args.batch_size, args.batches)))
         return
     from models_throughput import alternating_runs
+    from roofline import ceiling_ratio
 
     options = ["--batch-size", str(args.batch_size), "--batches", str(args.batches)]
     cases = [("ours",), ("reference",)]
@@ -180,7 +188,8 @@ def main() -> None:
         search = np.median([r["search_ms"] for r in results])
         peak = max(r["peak_mb"] for r in results)
         print(f"| {which} | {rates[which]:.2f} | {step:.0f} | {search:.1f} | {peak:.0f} |")
-    print(f"reference_ratio={rates['ours'] / rates['reference']:.2f}")
+    ceiling = ceiling_ratio(runs["reference"], runs["ours"])
+    print(f"reference_ratio={rates['ours'] / rates['reference']:.2f} ceiling_ratio={ceiling:.2f}")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ machine's load hits both alike: one warm-up batch, then `--batches` training ste
 (forward, loss, backward, optimiser step) and `--batches` forward passes without
 gradients. Peak MB is the process's peak resident memory minus its resident memory before
 the model was built. The last line per model is
-``model=<name> reference_ratio=<ours/reference>``, the ratio of training molecules per
-second.
+``model=<name> reference_ratio=<ours/reference> ceiling_ratio=<...>``: the ratio of
+training molecules per second, and the largest reference_ratio our FLOPs allow (the
+reference's step time over our step's FLOPs at the measured matmul peak of its typical
+shape, bench/roofline.py's `matmul_floor_ms`).
 """
 
 from __future__ import annotations
@@ -142,6 +144,7 @@ REFERENCES = {
 def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
     """Training and inference throughput and peak memory of one side (a child process)."""
     from models_throughput import benchmark_setup, rss_mb, training_step
+    from roofline import matmul_floor_ms
 
     import oodmol.models.neighbors as neighbors
     from oodmol.runs import build_model, training_statistics
@@ -178,9 +181,13 @@ def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
     model.eval()
     with torch.no_grad():
         infer_seconds = seconds_per_batch(model)
+    model.train()
+    steps = lambda: [step(batch) for batch in batches[1:]]  # noqa: E731
+    floor_ms = matmul_floor_ms(steps, n_batches) if which == "ours" else None
     return {
         "model": name,
         "side": which,
+        "floor_ms": floor_ms,
         "train_mol_s": batch_size / train_seconds,
         "infer_mol_s": batch_size / infer_seconds,
         "step_ms": 1e3 * train_seconds,
@@ -204,6 +211,7 @@ def main() -> None:
         print(json.dumps(measure(*args.one, args.batch_size, args.batches)))
         return
     from models_throughput import alternating_runs
+    from roofline import ceiling_ratio
 
     models = args.models.split(",")
     cases = [(name, side) for name in models for side in ("ours", "reference")]
@@ -229,7 +237,11 @@ def main() -> None:
             f"| {name} | {side} | {rates[name, side]:.2f} | {infer:.2f} | {step:.0f} | {peak:.0f} |"
         )
     for name in models:
-        print(f"model={name} reference_ratio={rates[name, 'ours'] / rates[name, 'reference']:.2f}")
+        ceiling = ceiling_ratio(runs[name, "reference"], runs[name, "ours"])
+        print(
+            f"model={name} reference_ratio={rates[name, 'ours'] / rates[name, 'reference']:.2f} "
+            f"ceiling_ratio={ceiling:.2f}"
+        )
 
 
 if __name__ == "__main__":

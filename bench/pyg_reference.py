@@ -25,8 +25,10 @@ Rates (molecules per second) and step times are per CPU second of the process
 turns on the cores, which CPU time does not; with one thread it is the model's own work.
 The wall-clock training rate is printed beside it. Peak MB is the process's peak
 resident memory minus its resident memory before the model was built. The last lines
-are ``model=<name> reference_ratio=<ours/PyG> wall_ratio=<...>``, the ratios of training
-molecules per CPU second and per wall-clock second.
+are ``model=<name> reference_ratio=<ours/PyG> wall_ratio=<...> ceiling_ratio=<...>``: the
+ratios of training molecules per CPU second and per wall-clock second, and the largest
+reference_ratio our FLOPs allow (PyG's step time over our step's FLOPs at the measured
+matmul peak of its typical shape, bench/roofline.py's `matmul_floor_ms`).
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ REFERENCES = {"schnet": pyg_schnet, "dimenetpp": pyg_dimenetpp, "visnet": pyg_vi
 def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
     """Training and inference throughput and peak memory of one model (in a child)."""
     from models_throughput import benchmark_setup, rss_mb
+    from roofline import matmul_floor_ms
 
     import oodmol.models.neighbors as neighbors
     from oodmol.runs import build_model, training_statistics
@@ -187,9 +190,13 @@ def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
     for batch in batches[1:]:
         neighbors.radius_graph(batch.pos, batch.molecule, cutoff, max_neighbors)
     search_seconds = (time.perf_counter() - started) / n_batches
+    model.train()
+    steps = lambda: [train(k) for k in range(1, n_batches + 1)]  # noqa: E731
+    floor_ms = matmul_floor_ms(steps, n_batches) if which == "ours" else None
     return {
         "model": name,
         "which": which,
+        "floor_ms": floor_ms,
         "train_mol_s": batch_size / train_cpu,
         "infer_mol_s": batch_size / infer_cpu,
         "step_ms": 1e3 * train_cpu,
@@ -217,6 +224,7 @@ def main() -> None:
         print(json.dumps(measure(*args.one, args.batch_size, args.batches)))
         return
     from models_throughput import alternating_runs
+    from roofline import ceiling_ratio
 
     names = args.models.split(",")
     if unknown := set(names) - set(MODELS):
@@ -253,9 +261,10 @@ def main() -> None:
         ]
         print("| " + " | ".join(row) + " |")
     for name in names:
+        ceiling = ceiling_ratio(runs[name, "pyg"], runs[name, "ours"])
         print(
             f"model={name} reference_ratio={rates[name, 'ours'] / rates[name, 'pyg']:.2f} "
-            f"wall_ratio={wall[name, 'ours'] / wall[name, 'pyg']:.2f}"
+            f"wall_ratio={wall[name, 'ours'] / wall[name, 'pyg']:.2f} ceiling_ratio={ceiling:.2f}"
         )
 
 

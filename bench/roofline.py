@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -172,6 +173,36 @@ def gather_gbs(width: int, dtype: torch.dtype, rows=20_000, picks=200_000, secon
     return moved * repeats / elapsed / 1e9
 
 
+def typical_shape_peak(traffic: TrafficCounter) -> tuple[str, torch.dtype, float]:
+    """The matrix-product shape that carries most of the counted FLOPs, its dtype, and
+    this machine's measured GFLOP/s at that shape."""
+    (batch, m, k, n, dtype), _ = max(traffic.matmul_flops.items(), key=lambda kv: kv[1])
+    dtype = getattr(torch, dtype.removeprefix("torch."))
+    shape = f"{batch}x{m}x{k}x{n}" if batch > 1 else f"{m}x{k}x{n}"
+    return shape, dtype, matmul_gflops(batch, m, k, n, dtype)
+
+
+def matmul_floor_ms(run_steps: Callable[[], object], n_steps: int) -> float:
+    """The shortest a step could take here: its counted FLOPs (over `run_steps`, which
+    runs `n_steps` steps) at the measured peak of its typical shape. Optimistic on
+    purpose (elementwise work and slower shapes cost nothing), so a reference's step
+    time over this floor bounds the reference ratio a model can reach without doing
+    fewer FLOPs."""
+    flops, traffic = FlopCounterMode(display=False), TrafficCounter()
+    with flops, traffic:
+        run_steps()
+    _, _, peak_gflops = typical_shape_peak(traffic)
+    return 1e3 * flops.get_total_flops() / n_steps / 1e9 / peak_gflops
+
+
+def ceiling_ratio(reference_runs: list[dict], our_runs: list[dict]) -> float:
+    """The largest reference_ratio ours could reach at its FLOPs: the reference's median
+    step time over our median `floor_ms` (`matmul_floor_ms`)."""
+    reference_ms = sorted(run["step_ms"] for run in reference_runs)[len(reference_runs) // 2]
+    floor_ms = sorted(run["floor_ms"] for run in our_runs)[len(our_runs) // 2]
+    return reference_ms / floor_ms
+
+
 def measure(name: str, batch_size: int, n_batches: int) -> dict:
     """One model's roofline figures (run in a child process)."""
     from models_throughput import benchmark_setup, training_step
@@ -211,8 +242,8 @@ def measure(name: str, batch_size: int, n_batches: int) -> dict:
             self_us["other"] += event.self_cpu_time_total
     total_us = sum(self_us.values()) or 1.0
 
-    (batch, m, k, n, dtype), _ = max(traffic.matmul_flops.items(), key=lambda kv: kv[1])
-    dtype = getattr(torch, dtype.removeprefix("torch."))
+    (_, _, k, n, _), _ = max(traffic.matmul_flops.items(), key=lambda kv: kv[1])
+    typical_shape, dtype, peak_shape_gflops = typical_shape_peak(traffic)
     square = 1024 if dtype == torch.float32 else 512
     width = n if n > 1 else k
     return {
@@ -220,8 +251,8 @@ def measure(name: str, batch_size: int, n_batches: int) -> dict:
         "dtype": str(dtype).removeprefix("torch."),
         "gflop_step": flops.get_total_flops() / n_batches / 1e9,
         "step_ms": 1e3 * step_seconds,
-        "typical_shape": f"{batch}x{m}x{k}x{n}" if batch > 1 else f"{m}x{k}x{n}",
-        "peak_shape_gflops": matmul_gflops(batch, m, k, n, dtype),
+        "typical_shape": typical_shape,
+        "peak_shape_gflops": peak_shape_gflops,
         "peak_square_gflops": matmul_gflops(1, square, square, square, dtype),
         "index_mb_step": (traffic.gather_bytes + traffic.scatter_bytes) / n_batches / 2**20,
         "copy_gbs": copy_gbs(),
