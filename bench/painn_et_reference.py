@@ -4,7 +4,7 @@ same batches of `csd10k_density` training molecules, with the same weights and s
 published models of configs/model/), optimiser and torch threads.
 
     python bench/painn_et_reference.py [--models painn,et] [--threads 1] [--batch-size 32]
-        [--batches 3] [--repeats 2]
+        [--batches 3] [--repeats 2] [--compile]
 
 Both packages need their own environment (`make painn-et-env`; `make bench-painn-et`).
 Only the representation differs between the two sides: the reference is given our
@@ -20,7 +20,9 @@ the model was built. The last line per model is
 ``model=<name> reference_ratio=<ours/reference> ceiling_ratio=<...>``: the ratio of
 training molecules per second, and the largest reference_ratio our FLOPs allow (the
 reference's step time over our step's FLOPs at the measured matmul peak of its typical
-shape, bench/roofline.py's `matmul_floor_ms`).
+shape, bench/roofline.py's `matmul_floor_ms`). `--compile` adds a third side, ours with
+`compile_backbone` (torch.compile; its compilation falls in the warm-up batches), and
+``compiled_ratio=<ours compiled/reference>``; the reference runs as published, eager.
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
                 delattr(backbone, child[0])  # only the reference's weights are trained
         backbone.reference = reference
         backbone.embed = lambda batch: embed(reference, backbone, batch)
+    model.compile_backbone = which == "compiled"
     optimizer = model.optimizer_factory(model.parameters())
     step = training_step(model, optimizer)
 
@@ -203,6 +206,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--batches", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--compile", action="store_true", help="also ours compiled")
     parser.add_argument("--one", nargs=2, metavar=("MODEL", "SIDE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -214,7 +218,8 @@ def main() -> None:
     from roofline import ceiling_ratio
 
     models = args.models.split(",")
-    cases = [(name, side) for name in models for side in ("ours", "reference")]
+    sides = ("ours", "compiled", "reference") if args.compile else ("ours", "reference")
+    cases = [(name, side) for name in models for side in sides]
     options = ["--batch-size", str(args.batch_size), "--batches", str(args.batches)]
     runs = alternating_runs(__file__, cases, args.repeats, args.threads, options)
 
@@ -238,9 +243,14 @@ def main() -> None:
         )
     for name in models:
         ceiling = ceiling_ratio(runs[name, "reference"], runs[name, "ours"])
+        compiled = (
+            f" compiled_ratio={rates[name, 'compiled'] / rates[name, 'reference']:.2f}"
+            if args.compile
+            else ""
+        )
         print(
             f"model={name} reference_ratio={rates[name, 'ours'] / rates[name, 'reference']:.2f} "
-            f"ceiling_ratio={ceiling:.2f}"
+            f"ceiling_ratio={ceiling:.2f}{compiled}"
         )
 
 
