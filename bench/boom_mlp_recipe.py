@@ -4,9 +4,9 @@ BOOM's experiments/MLP/MLP_train.py fits scikit-learn's MLPRegressor (two hidden
 of 300, random_state = seed, max_iter 2000, tol 0.1) on unscaled RDKit descriptors and
 raw targets, over the whole pool (no validation hold-out). scikit-learn stops when the
 training loss (half the MSE, in the target's units) has not improved by `tol` for 10
-epochs: for a target whose variance is far below 0.1 (crystal density, ~0.03 (g/cm³)²),
-that stops training almost at once. Prints, per seed, the epochs trained and the ID and
-OOD RMSE and R² (BOOM's: squared Pearson, binned over the OOD tails).
+epochs: for a target whose variance is far below 0.1 (crystal density, 0.006 (g/cm³)²
+over the pool), that stops training almost at once. Prints, per seed, the epochs trained
+and the ID and OOD RMSE and R² (BOOM's: squared Pearson, binned over the OOD tails).
 
     python bench/boom_mlp_recipe.py csd10k_density --seeds 3
 """
