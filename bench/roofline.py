@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -173,13 +174,11 @@ def gather_gbs(width: int, dtype: torch.dtype, rows=20_000, picks=200_000, secon
     return moved * repeats / elapsed / 1e9
 
 
-def typical_shape_peak(traffic: TrafficCounter) -> tuple[str, torch.dtype, float]:
-    """The matrix-product shape that carries most of the counted FLOPs, its dtype, and
-    this machine's measured GFLOP/s at that shape."""
+def dominant_matmul(traffic: TrafficCounter) -> tuple[int, int, int, int, torch.dtype]:
+    """(batch, M, K, N, dtype) of the matrix product that carries most of the counted
+    FLOPs: the shape at which this machine's peak is measured for the model."""
     (batch, m, k, n, dtype), _ = max(traffic.matmul_flops.items(), key=lambda kv: kv[1])
-    dtype = getattr(torch, dtype.removeprefix("torch."))
-    shape = f"{batch}x{m}x{k}x{n}" if batch > 1 else f"{m}x{k}x{n}"
-    return shape, dtype, matmul_gflops(batch, m, k, n, dtype)
+    return batch, m, k, n, getattr(torch, dtype.removeprefix("torch."))
 
 
 def matmul_floor_ms(run_steps: Callable[[], object], n_steps: int) -> float:
@@ -191,16 +190,15 @@ def matmul_floor_ms(run_steps: Callable[[], object], n_steps: int) -> float:
     flops, traffic = FlopCounterMode(display=False), TrafficCounter()
     with flops, traffic:
         run_steps()
-    _, _, peak_gflops = typical_shape_peak(traffic)
+    peak_gflops = matmul_gflops(*dominant_matmul(traffic))
     return 1e3 * flops.get_total_flops() / n_steps / 1e9 / peak_gflops
 
 
 def ceiling_ratio(reference_runs: list[dict], our_runs: list[dict]) -> float:
     """The largest reference_ratio ours could reach at its FLOPs: the reference's median
     step time over our median `floor_ms` (`matmul_floor_ms`)."""
-    reference_ms = sorted(run["step_ms"] for run in reference_runs)[len(reference_runs) // 2]
-    floor_ms = sorted(run["floor_ms"] for run in our_runs)[len(our_runs) // 2]
-    return reference_ms / floor_ms
+    reference_ms = statistics.median(run["step_ms"] for run in reference_runs)
+    return reference_ms / statistics.median(run["floor_ms"] for run in our_runs)
 
 
 def measure(name: str, batch_size: int, n_batches: int) -> dict:
@@ -242,8 +240,7 @@ def measure(name: str, batch_size: int, n_batches: int) -> dict:
             self_us["other"] += event.self_cpu_time_total
     total_us = sum(self_us.values()) or 1.0
 
-    (_, _, k, n, _), _ = max(traffic.matmul_flops.items(), key=lambda kv: kv[1])
-    typical_shape, dtype, peak_shape_gflops = typical_shape_peak(traffic)
+    batch, m, k, n, dtype = dominant_matmul(traffic)
     square = 1024 if dtype == torch.float32 else 512
     width = n if n > 1 else k
     return {
@@ -251,8 +248,8 @@ def measure(name: str, batch_size: int, n_batches: int) -> dict:
         "dtype": str(dtype).removeprefix("torch."),
         "gflop_step": flops.get_total_flops() / n_batches / 1e9,
         "step_ms": 1e3 * step_seconds,
-        "typical_shape": typical_shape,
-        "peak_shape_gflops": peak_shape_gflops,
+        "typical_shape": f"{batch}x{m}x{k}x{n}" if batch > 1 else f"{m}x{k}x{n}",
+        "peak_shape_gflops": matmul_gflops(batch, m, k, n, dtype),
         "peak_square_gflops": matmul_gflops(1, square, square, square, dtype),
         "index_mb_step": (traffic.gather_bytes + traffic.scatter_bytes) / n_batches / 2**20,
         "copy_gbs": copy_gbs(),
