@@ -1,0 +1,91 @@
+"""What the user meets when something goes wrong: one message, never a traceback.
+
+Every entry point (`train.py`, `evaluate.py`, each `oodmol` command) runs through
+`door`, which turns an `OodmolError` into its message on stderr and an exit status:
+2 for input the user can fix (`UserError`), 1 for a run that started and failed
+(`RunFailure`). Any other exception is a bug and keeps its traceback. The code that finds
+a problem raises one of these with a message that says what is wrong, where (file, line,
+key) and how to fix it; no call site catches and prints on its own.
+
+`--debug` on the command line, `OODMOL_DEBUG=1` or Hydra's `HYDRA_FULL_ERROR=1` show the
+traceback of a user error too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import ClassVar
+
+DEBUG_FLAG = "--debug"
+DEBUG_VARIABLES = ("OODMOL_DEBUG", "HYDRA_FULL_ERROR")
+USER_ERROR = 2
+RUN_FAILED = 1
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+
+
+class OodmolError(Exception):
+    """An error whose message is all the user needs: shown as one message, no traceback."""
+
+    exit_code: ClassVar[int] = RUN_FAILED
+
+
+class UserError(OodmolError):
+    """Input the user can fix (a file, an override, a checkpoint): exit status 2."""
+
+    exit_code = USER_ERROR
+
+
+class RunFailure(OodmolError):
+    """A run that started and could not finish (its record says why): exit status 1."""
+
+    exit_code = RUN_FAILED
+
+
+def debugging(argv: Sequence[str] = ()) -> bool:
+    """Whether the user asked for tracebacks."""
+    return DEBUG_FLAG in argv or any(os.environ.get(v) == "1" for v in DEBUG_VARIABLES)
+
+
+def without_debug_flag(argv: Sequence[str]) -> list[str]:
+    """The arguments without `--debug`, which turns tracebacks on (and into the
+    environment, so child processes and Hydra see it too)."""
+    if DEBUG_FLAG in argv:
+        os.environ["OODMOL_DEBUG"] = "1"
+    return [a for a in argv if a != DEBUG_FLAG]
+
+
+def message_of(program: str, error: BaseException) -> str:
+    """The text a user error is shown as: the program's name, then the message."""
+    text = str(error).strip() or type(error).__name__
+    return text if text.startswith("[") else f"[{program}] {text}"
+
+
+def door(program: str, run: Callable[[], int | None], argv: Sequence[str] = ()) -> int:
+    """Run an entry point's work; its exit status. User errors and failed runs end as
+    their message on stderr (the traceback only when debugging), Ctrl-C as one line."""
+    try:
+        with user_errors(program, argv):
+            return run() or 0
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+
+
+@contextmanager
+def user_errors(program: str, argv: Sequence[str] = ()) -> Iterator[None]:
+    """Inside it, an `OodmolError` (or Ctrl-C) ends the process with its message and
+    exit status, through `SystemExit`, unless the user asked for tracebacks."""
+    try:
+        yield
+    except OodmolError as error:
+        if debugging(argv):
+            raise
+        print(message_of(program, error), file=sys.stderr, flush=True)
+        raise SystemExit(error.exit_code) from None
+    except KeyboardInterrupt:
+        if debugging(argv):
+            raise
+        print(f"[{program}] interrupted", file=sys.stderr, flush=True)
+        raise SystemExit(INTERRUPTED) from None
