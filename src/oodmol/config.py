@@ -9,9 +9,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 # the resolvers the config tree uses (${oodmol.config_key:}, ${oodmol.sha256:...},
-# ${oodmol.member_dir:...}) are registered when these modules are imported
-import oodmol.training.identity
-import oodmol.uq.members  # noqa: F401
+# ${oodmol.member_dir:...}) are registered when this module is imported
+import oodmol.training.identity  # noqa: F401
 
 CONFIG_DIR_ENV = "OODMOL_CONFIG_DIR"
 

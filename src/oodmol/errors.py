@@ -38,6 +38,10 @@ class UserError(OodmolError):
     exit_code = USER_ERROR
 
 
+class MissingFileError(UserError, FileNotFoundError):
+    """A file the user named that is not there."""
+
+
 class RunFailure(OodmolError):
     """A run that started and could not finish (its record says why): exit status 1."""
 
@@ -74,18 +78,31 @@ def door(program: str, run: Callable[[], int | None], argv: Sequence[str] = ()) 
 
 
 @contextmanager
-def user_errors(program: str, argv: Sequence[str] = ()) -> Iterator[None]:
+def user_errors(
+    program: str,
+    argv: Sequence[str] = (),
+    *,
+    raise_as: Callable[[str], Exception] | None = None,
+    show: bool = True,
+) -> Iterator[None]:
     """Inside it, an `OodmolError` (or Ctrl-C) ends the process with its message and
-    exit status, through `SystemExit`, unless the user asked for tracebacks."""
+    exit status, through `SystemExit`, unless the user asked for tracebacks. `raise_as`
+    raises that exception with the message instead (a sweep's job, whose sweep goes on);
+    `show=False` keeps a process quiet that is not the one the user reads (a DDP rank)."""
     try:
         yield
     except OodmolError as error:
         if debugging(argv):
             raise
-        print(message_of(program, error), file=sys.stderr, flush=True)
+        message = message_of(program, error)
+        if show:
+            print(message, file=sys.stderr, flush=True)
+        if raise_as is not None:
+            raise raise_as(message) from None
         raise SystemExit(error.exit_code) from None
     except KeyboardInterrupt:
         if debugging(argv):
             raise
-        print(f"[{program}] interrupted", file=sys.stderr, flush=True)
+        if show:
+            print(f"[{program}] interrupted", file=sys.stderr, flush=True)
         raise SystemExit(INTERRUPTED) from None

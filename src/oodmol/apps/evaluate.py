@@ -10,23 +10,28 @@ import json
 import logging
 from pathlib import Path
 
-import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from oodmol.config import config_dir
-from oodmol.parallel import limit_threads
-from oodmol.scoring import score_checkpoint, score_file
+from oodmol.apps.hydra_app import hydra_app
+from oodmol.overrides import OverrideError
 
 log = logging.getLogger("oodmol.evaluate")
 
 
-@hydra.main(config_path=str(config_dir()), config_name="evaluate", version_base="1.3")
+@hydra_app("oodmol evaluate", "evaluate")
 def main(cfg: DictConfig) -> dict:
+    if (cfg.ckpt_path is None) == (cfg.predictions is None):
+        raise OverrideError(
+            "give exactly one of ckpt_path=<file.ckpt> (a trained model) or "
+            "predictions=<file.csv> (predictions made elsewhere)"
+        )
+    # imported here: a command line with a typo is refused before these seconds of imports
+    from oodmol.parallel import limit_threads
+    from oodmol.scoring import score_checkpoint, score_file
+
     if cfg.threads:
         limit_threads(cfg.threads)
-    if (cfg.ckpt_path is None) == (cfg.predictions is None):
-        raise ValueError("give exactly one of ckpt_path=<file.ckpt> or predictions=<file.csv>")
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     metrics = score_checkpoint(cfg, out_dir) if cfg.ckpt_path else score_file(cfg, out_dir)
     log.info("metrics:\n%s", json.dumps({s: metrics[s] for s in ("id", "ood")}, indent=2))

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import sys
 
-import hydra
 from omegaconf import DictConfig
 
-from oodmol.config import config_dir
-from oodmol.parallel import limit_threads
-from oodmol.prediction import predict_file
+from oodmol.apps.hydra_app import hydra_app
 
 MAX_NAMED = 50  # rows named one by one on the terminal; the output file has them all
 
 
-@hydra.main(config_path=str(config_dir()), config_name="predict", version_base="1.3")
+@hydra_app("oodmol predict", "predict")
 def main(cfg: DictConfig) -> None:
+    # imported here: a command line with a typo is refused before these seconds of imports
+    from oodmol.parallel import limit_threads
+    from oodmol.prediction import predict_file
+
     if cfg.threads:
         limit_threads(cfg.threads)
     done = predict_file(cfg)

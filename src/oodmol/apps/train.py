@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import hydra
 from omegaconf import DictConfig
 
-from oodmol.config import config_dir
-from oodmol.parallel import limit_threads
-from oodmol.training.run import train
-from oodmol.uq.members import run_members
+from oodmol.apps.hydra_app import hydra_app
 
 
-@hydra.main(config_path=str(config_dir()), config_name="train", version_base="1.3")
+@hydra_app("oodmol train", "train")
 def main(cfg: DictConfig) -> dict | float | None:
     """One model, or the members of an ensemble (`uq.members`) and their combination."""
+    # imported here: a command line with a typo is refused before these seconds of imports
+    from oodmol.parallel import limit_threads
+    from oodmol.training.run import train
+    from oodmol.uq.members import run_members
+
     if cfg.threads:
         limit_threads(cfg.threads)
     return run_members(cfg, train)

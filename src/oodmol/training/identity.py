@@ -21,8 +21,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from oodmol.data.sources.fetch import file_digest
+from oodmol.errors import MissingFileError
 
 KEY_LENGTH = 8
+MEMBERS_DIR = "members"  # an ensemble's members train in <run dir>/members/<k>
 PLACEHOLDER = "<not part of the result>"
 # top-level keys that say how a run executes, not what it computes
 EXECUTION_KEYS = frozenset(
@@ -205,11 +207,17 @@ def file_checksum(path: str) -> str:
     file holds, not by where it lies."""
     file = Path(path).expanduser()
     if not file.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+        raise MissingFileError(f"{path}: no such file")
     return f"sha256:{file_digest(file, 'sha256')}"
 
 
-# configs/hydra/default.yaml names run folders with ${oodmol.config_key:};
+def _member_dir_resolver(member: int | None) -> str:
+    return "" if member is None else f"/{MEMBERS_DIR}/{member}"
+
+
+# configs/hydra/default.yaml names run folders with ${oodmol.config_key:} and puts a
+# single ensemble member's run into <run dir>/members/<k> (${oodmol.member_dir:...});
 # configs/task/csv.yaml records its file's content with ${oodmol.sha256:${.path}}
 OmegaConf.register_new_resolver("oodmol.config_key", _config_key_resolver, replace=True)
+OmegaConf.register_new_resolver("oodmol.member_dir", _member_dir_resolver, replace=True)
 OmegaConf.register_new_resolver("oodmol.sha256", file_checksum, replace=True, use_cache=True)

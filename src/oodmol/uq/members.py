@@ -7,22 +7,14 @@ import copy
 from collections.abc import Callable
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from oodmol.training.identity import MEMBERS_DIR
 from oodmol.uq.calibrators import CALIBRATORS
 from oodmol.uq.combine import combine_members
 from oodmol.uq.estimators import estimator_from_config
 from oodmol.uq.evaluators import EVALUATORS
 from oodmol.uq.seeds import member_seed
-
-MEMBERS_DIR = "members"
-
-# hydra/default.yaml puts a single member's run into <run dir>/members/<k>
-OmegaConf.register_new_resolver(
-    "oodmol.member_dir",
-    lambda member: "" if member is None else f"/{MEMBERS_DIR}/{member}",
-    replace=True,
-)
 
 
 def member_config(cfg: DictConfig, member: int, output_dir: str | Path) -> DictConfig:

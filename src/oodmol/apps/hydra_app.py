@@ -1,0 +1,66 @@
+"""The door of every Hydra application (train, evaluate, predict): the command line is
+checked before the heavy imports (an unknown key or choice ends in one line within a
+second), and inside the job a user error or a failed run ends in its message and exit
+status, as `oodmol.errors` says. In a multirun a failed job raises instead, so the other
+jobs still run and the sweep reports it at its end."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import hydra
+from hydra._internal.utils import get_args_parser
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import CompactHydraException
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from oodmol.config import config_dir
+from oodmol.errors import user_errors, without_debug_flag
+from oodmol.overrides import check_overrides, check_settings
+from oodmol.parallel import global_rank
+
+# flags under which Hydra prints something instead of running the job
+_HYDRA_INFO_FLAGS = ("help", "hydra_help", "cfg", "info", "shell_completion")
+
+
+class JobFailed(CompactHydraException):
+    """A multirun job that ended with a user error or a failed run: Hydra records it and
+    shows its message alone (no traceback) once the sweep's batch has run."""
+
+
+def hydra_app(program: str, config_name: str) -> Callable[[Callable], Callable[[], Any]]:
+    """`@hydra_app("oodmol train", "train")` over a function of the composed config makes
+    the application's `main()`."""
+
+    def wrap(task: Callable[[DictConfig], Any]) -> Callable[[], Any]:
+        @functools.wraps(task)  # Hydra names the job after the task's module
+        def job(cfg: DictConfig) -> Any:
+            return run_job(program, task, cfg)
+
+        hydra_main = hydra.main(
+            config_path=str(config_dir()), config_name=config_name, version_base="1.3"
+        )(job)
+
+        def main() -> Any:
+            sys.argv[1:] = without_debug_flag(sys.argv[1:])
+            args, _ = get_args_parser().parse_known_args(sys.argv[1:])
+            if not any(getattr(args, flag, None) for flag in _HYDRA_INFO_FLAGS):
+                with user_errors(program):
+                    check_overrides(args.config_name or config_name, args.overrides)
+            return hydra_main()
+
+        return main
+
+    return wrap
+
+
+def run_job(program: str, task: Callable[[DictConfig], Any], cfg: DictConfig) -> Any:
+    """One job: its settings checked, then the task; its user error or failure shown."""
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    with user_errors(program, raise_as=JobFailed if multirun else None, show=global_rank() == 0):
+        check_settings(cfg)
+        return task(cfg)
