@@ -38,6 +38,10 @@ class UserError(OodmolError):
     exit_code = USER_ERROR
 
 
+class InputError(UserError, ValueError):
+    """A file or folder the user gave that does not hold what the command needs."""
+
+
 class MissingFileError(UserError, FileNotFoundError):
     """A file the user named that is not there."""
 

@@ -16,11 +16,13 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from oodmol.errors import UserError
+
 log = logging.getLogger(__name__)
 _DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
-class ReadOnlyCacheError(PermissionError):
+class ReadOnlyCacheError(UserError, PermissionError):
     """A cache must be built or repaired in a folder this process cannot write to."""
 
 

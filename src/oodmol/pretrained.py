@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from oodmol.errors import UserError
+
 MODEL_DIR_VARIABLE = "OODMOL_MODEL_DIR"
 
 
-class PretrainedNotFoundError(FileNotFoundError):
+class PretrainedNotFoundError(UserError, FileNotFoundError):
     """A pretrained model that is neither a local folder, a local copy, nor on the hub."""
 
 

@@ -12,7 +12,6 @@ oodmol ablation transfer-run <runs> [--properties alpha,cv,...] [--task 'task=qm
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -28,12 +27,13 @@ from oodmol.ablation.runs import complete_runs
 from oodmol.ablation.selection import selection_figure, selection_rows, selection_table
 from oodmol.ablation.transfer import data_correlation, transfer_figure, transfer_table
 from oodmol.ablation.transfer_runs import run_study
+from oodmol.command_line import ToolParser, entry_point
 
 QM9 = "alpha,cv,gap,homo,lumo,mu,r2,zpve"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="oodmol ablation", description=__doc__.split("\n")[0])
+def _parser() -> ToolParser:
+    parser = ToolParser(prog="oodmol ablation", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("transfer", "augmentation", "selection", "learning-curve"):
         figure = commands.add_parser(name, help=f"the {name} figure of a folder of runs")
@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+@entry_point("oodmol ablation")
+def main(argv: list[str]) -> int:
     parser = _parser()
     args, overrides = parser.parse_known_args(argv)
     if overrides and args.command != "transfer-run":
@@ -70,25 +71,21 @@ def main(argv: list[str] | None = None) -> int:
             args.freeze.split(","),
             overrides,
         )
-    try:
-        runs, skipped = complete_runs(args.runs)
-        for reason in skipped:
-            print(f"skipped {reason}", file=sys.stderr)
-        if args.command == "transfer":
-            table = transfer_table(runs, data_correlation(args.data_dir))
-            figure = transfer_figure(table)
-        elif args.command == "learning-curve":
-            table = learning_curve_table(learning_curve_rows(runs))
-            figure = learning_curve_figure(table)
-        elif args.command == "selection":
-            table = selection_table(selection_rows(runs, args.runs))
-            figure = selection_figure(table)
-        else:
-            table = augmentation_table(augmentation_rows(runs))
-            figure = augmentation_figure(table)
-    except (ValueError, KeyError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    runs, skipped = complete_runs(args.runs)
+    for reason in skipped:
+        print(f"skipped {reason}", file=sys.stderr)
+    if args.command == "transfer":
+        table = transfer_table(runs, data_correlation(args.data_dir))
+        figure = transfer_figure(table)
+    elif args.command == "learning-curve":
+        table = learning_curve_table(learning_curve_rows(runs))
+        figure = learning_curve_figure(table)
+    elif args.command == "selection":
+        table = selection_table(selection_rows(runs, args.runs))
+        figure = selection_figure(table)
+    else:
+        table = augmentation_table(augmentation_rows(runs))
+        figure = augmentation_figure(table)
     for path in write_outputs(table, figure, args.out, args.command):
         print(path)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

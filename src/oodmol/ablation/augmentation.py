@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from oodmol.ablation.figures import new_figure
 from oodmol.ablation.runs import Run
+from oodmol.errors import InputError
 
 SPLIT = "ood_augmented"
 
@@ -29,7 +30,7 @@ def augmentation_rows(runs: list[Run]) -> pd.DataFrame:
         if run.metrics.get("split") == SPLIT
     ]
     if not rows:
-        raise ValueError(f"no complete run of split={SPLIT} found")
+        raise InputError(f"no complete run of split={SPLIT} found")
     return pd.DataFrame(rows)
 
 
@@ -41,10 +42,10 @@ def augmentation_table(rows: pd.DataFrame) -> pd.DataFrame:
         sizes = group["n_holdout"].unique()
         if len(sizes) != 1:
             shown = sorted(sizes.tolist())
-            raise ValueError(f"{task}/{model}: runs scored on hold-outs of sizes {shown}")
+            raise InputError(f"{task}/{model}: runs scored on hold-outs of sizes {shown}")
         stats = group.groupby("n_augment")["ood_rmse"].agg(["count", "mean", "std"])
         if 0 not in stats.index:
-            raise ValueError(f"{task}/{model}: no run with n_augment=0 to normalise by")
+            raise InputError(f"{task}/{model}: no run with n_augment=0 to normalise by")
         for n, row in stats.iterrows():
             out.append(
                 {

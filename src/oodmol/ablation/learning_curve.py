@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from oodmol.ablation.figures import new_figure
 from oodmol.ablation.runs import Run
+from oodmol.errors import InputError
 
 SETS = {"id": "ID", "ood": "OOD"}
 
@@ -49,7 +50,7 @@ def learning_curve_rows(runs: list[Run]) -> pd.DataFrame:
             }
         )
     if not rows:
-        raise ValueError("no complete run of a training subset (split.subset=[fraction, repeat])")
+        raise InputError("no complete run of a training subset (split.subset=[fraction, repeat])")
     return pd.DataFrame(rows)
 
 
@@ -57,7 +58,7 @@ def power_law(n: np.ndarray, rmse: np.ndarray) -> tuple[float, float]:
     """(a, b) of RMSE = a · n^b, least squares in log–log; needs two distinct sizes."""
     x, y = np.log(np.asarray(n, float)), np.log(np.asarray(rmse, float))
     if len(np.unique(x)) < 2:
-        raise ValueError("a slope needs runs of at least two training set sizes")
+        raise InputError("a slope needs runs of at least two training set sizes")
     slope, intercept = np.polyfit(x, y, 1)
     return float(np.exp(intercept)), float(slope)
 
@@ -71,7 +72,7 @@ def learning_curve_table(rows: pd.DataFrame) -> pd.DataFrame:
         for column in ("n_id", "n_ood"):
             if group[column].nunique() > 1:
                 sizes = sorted(group[column].unique().tolist())
-                raise ValueError(f"{task}/{model}: runs scored on test sets of sizes {sizes}")
+                raise InputError(f"{task}/{model}: runs scored on test sets of sizes {sizes}")
         for name, label in SETS.items():
             a, b = power_law(group["n_train"], group[f"{name}_rmse"])
             stats = group.groupby("fraction").agg(

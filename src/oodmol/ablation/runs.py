@@ -8,6 +8,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from oodmol.errors import InputError, MissingFileError
+
 
 @dataclass(frozen=True)
 class Run:
@@ -23,7 +25,7 @@ class Run:
         node = OmegaConf.to_container(OmegaConf.load(file)) if file.is_file() else {}
         for key in path:
             if not isinstance(node, dict) or key not in node:
-                raise KeyError(f"{file}: no {'.'.join(path)}")
+                raise InputError(f"{file}: no {'.'.join(path)}")
             node = node[key]
         return node
 
@@ -32,7 +34,7 @@ def complete_runs(folder: Path) -> tuple[list[Run], list[str]]:
     """Every run below `folder` that ended with test metrics, and why others were left out
     (unreadable, failed, a search trial or an ensemble member)."""
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: no such folder")
+        raise MissingFileError(f"{folder}: no such folder")
     runs, skipped = [], []
     for path in sorted(folder.rglob("metrics.json")):
         try:

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from oodmol.ablation.figures import new_figure
 from oodmol.ablation.runs import Run
+from oodmol.errors import InputError
 
 RULES = {  # selection rule -> the column of a draw it minimises
     "id_val": "val_id_loss",
@@ -56,7 +57,7 @@ def selection_rows(runs: list[Run], root) -> pd.DataFrame:
             }
         )
     if not rows:
-        raise ValueError(
+        raise InputError(
             "no complete run scored both validation sets (split.val=tail with its trials "
             "tested: experiment=selection)"
         )

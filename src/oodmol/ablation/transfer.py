@@ -21,6 +21,7 @@ import oodmol.config  # noqa: F401  (registers the resolvers task configs use)
 from oodmol.ablation.figures import new_figure
 from oodmol.ablation.runs import Run
 from oodmol.data.task import load_task
+from oodmol.errors import InputError
 
 Correlation = Callable[[dict, dict], float]
 
@@ -51,13 +52,13 @@ def transfer_table(runs: list[Run], correlation: Correlation) -> pd.DataFrame:
             continue
         tuned.setdefault((source["task"], *_pairing(run)), []).append(run)
     if not tuned:
-        raise ValueError("no fine-tuned run (metrics.json with transfer.init_from) found")
+        raise InputError("no fine-tuned run (metrics.json with transfer.init_from) found")
     rows = []
     for (source, *pairing), group in sorted(tuned.items(), key=lambda kv: str(kv[0])):
         baseline = scratch.get(tuple(pairing))
         target, model = pairing[0], pairing[1]
         if not baseline:
-            raise ValueError(
+            raise InputError(
                 f"{source} -> {target} ({model}): no un-pretrained run of the same task, "
                 f"model, split, epoch budget and OOD set to normalise by"
             )
@@ -98,7 +99,7 @@ def data_correlation(data_dir: Path) -> Correlation:
         b = values(OmegaConf.to_yaml(target))
         common = a.index.intersection(b.index)
         if len(common) < 3:
-            raise ValueError(
+            raise InputError(
                 f"{source['name']} and {target['name']} share {len(common)} molecules: "
                 "no correlation over a common data set"
             )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oodmol.cli import run_app
+from oodmol.errors import InputError
 from oodmol.training.run_folder import CHECKPOINT_DIR, METRICS_FILE
 
 
@@ -55,7 +56,7 @@ def plan(
     """The un-pretrained jobs, and (pretraining, fine-tuning) job pairs; the fine-tuning
     job's `init_from` is filled in once its pretraining has run."""
     if len(set(properties)) < 2:
-        raise ValueError(f"the transfer study needs two properties or more, got {properties}")
+        raise InputError(f"the transfer study needs two properties or more, got {properties}")
     common = ["experiment=boom_transfer", *extra]
     scratch, pairs = [], []
     for seed in seeds:

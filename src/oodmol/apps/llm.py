@@ -19,54 +19,40 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from hydra.errors import HydraException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue
 from tqdm.auto import tqdm
 
-from oodmol.data.__main__ import UsageError, tool_config
+from oodmol.command_line import UsageError, entry_point
 from oodmol.data.datamodule import checked_max_molecules, subset
 from oodmol.data.task import TaskData, load_split, load_task
 from oodmol.llm.answers import AnswerLog
 from oodmol.llm.backends import (
     Backend,
-    BackendError,
     HFBackend,
     OpenAIBackend,
     RequestFailed,
 )
 from oodmol.llm.parse import first_number
 from oodmol.llm.prompt import FewShot, PromptSpec, conversation
+from oodmol.overrides import tool_config
 
 log = logging.getLogger("oodmol.llm")
 BACKENDS = ("hf", "openai")
 MAX_SHOWN = 10  # unparseable answers and failures named in the summary
 
 
+@entry_point("oodmol llm")
 def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    try:
-        cfg = tool_config("llm", argv, required=("backend", "out"))
-        if cfg.backend not in BACKENDS:
-            raise UsageError(f"backend={cfg.backend!r}; one of {', '.join(BACKENDS)}")
-        if OmegaConf.is_missing(cfg[cfg.backend], "model"):
-            raise UsageError(f"{cfg.backend}.model=... is required: the model to ask")
-        return run(cfg)
-    # ValueError: bad settings (shots, max_molecules, units) or another run's answers file;
-    # OSError: a model that cannot be loaded
-    except (
-        UsageError,
-        HydraException,
-        MissingMandatoryValue,
-        BackendError,
-        ValueError,
-        OSError,
-    ) as error:
-        print(f"oodmol llm: {error}", file=sys.stderr)
-        return 2
+    cfg = tool_config("llm", argv, required=("backend", "out"))
+    if cfg.backend not in BACKENDS:
+        raise UsageError(f"backend={cfg.backend!r}; one of {', '.join(BACKENDS)}")
+    if OmegaConf.is_missing(cfg[cfg.backend], "model"):
+        raise UsageError(f"{cfg.backend}.model=... is required: the model to ask")
+    return run(cfg)
 
 
 def run(cfg: DictConfig) -> int:
@@ -219,4 +205,4 @@ def write_outputs(
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -28,18 +28,17 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from hydra.errors import HydraException
 from hydra.utils import get_class, instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue
 
+from oodmol.command_line import UsageError, entry_point
 from oodmol.config import config_dir
-from oodmol.data.__main__ import UsageError, names_of, tool_config
 from oodmol.data.statistics import FeatureFact
 from oodmol.data.tokens import TokenFeatures
 from oodmol.io import atomic_write_json
+from oodmol.overrides import names_of, tool_config
 from oodmol.pretraining.corpus import Corpus, build_corpus, holdout_split
 from oodmol.pretraining.module import Pretraining, eval_loader, train_loader
 
@@ -48,22 +47,19 @@ SUMMARY = "pretrain_summary.json"
 LAST = "last.ckpt"
 
 
+@entry_point("oodmol pretrain")
 def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    try:
-        cfg = tool_config("pretrain", argv, required=("corpus", "out"))
-        if cfg.model.get("pretraining") is None:
-            raise UsageError(
-                f"model={cfg.model.name} has no pretraining objective (model.pretraining); "
-                "the SMILES transformers have one"
-            )
-        run(cfg)
-        return 0
-    except (UsageError, HydraException, MissingMandatoryValue, ValueError, OSError) as error:
-        print(f"oodmol pretrain: {error}", file=sys.stderr)
-        return 2
+    cfg = tool_config("pretrain", argv, required=("corpus", "out"))
+    if cfg.model.get("pretraining") is None:
+        raise UsageError(
+            f"model={cfg.model.name} has no pretraining objective (model.pretraining); "
+            "the SMILES transformers have one"
+        )
+    run(cfg)
+    return 0
 
 
 def run(cfg: DictConfig) -> dict:
@@ -240,4 +236,4 @@ def _number(value: float | torch.Tensor | None) -> float | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

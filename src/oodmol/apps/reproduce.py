@@ -13,7 +13,6 @@ issue that asked for this table allows on a CPU.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -22,7 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from oodmol.cli import run_app
+from oodmol.command_line import ToolParser, entry_point
 from oodmol.config import compose_config
+from oodmol.errors import InputError
 from oodmol.report.collect import collect_runs
 from oodmol.report.reproduction import PaperTables, reproduction_table, to_markdown
 from oodmol.training.identity import config_key
@@ -113,8 +114,9 @@ def _list(text: str, kind: type = str) -> list:
     return [kind(item) for item in text.split(",") if item]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="oodmol reproduce", description=__doc__)
+@entry_point("oodmol reproduce")
+def main(argv: list[str]) -> int:
+    parser = ToolParser(prog="oodmol reproduce", description=__doc__)
     parser.add_argument("runs_dir", type=Path, help="folder of runs (searched recursively)")
     parser.add_argument("--out", type=Path, help="folder for reproduction.md and .csv")
     parser.add_argument("--run", action="store_true", help="train the missing runs")
@@ -148,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     for cell in missing:
         print(f"missing: {' '.join(cell.overrides())}", file=sys.stderr)
     if runs.empty:
-        print("error: no run of the plan found", file=sys.stderr)
-        return 1
+        raise InputError(
+            f"{args.runs_dir}: no run of the plan found (train them with --run, or point at "
+            "the folder that holds them)"
+        )
     table = reproduction_table(runs, PaperTables.shipped())
     markdown = to_markdown(table)
     print(markdown)

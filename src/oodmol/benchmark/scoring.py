@@ -13,6 +13,7 @@ import pandas as pd
 
 from oodmol.benchmark.task import TEST_SETS, BenchmarkTask
 from oodmol.comparability import EXTERNAL
+from oodmol.errors import UserError
 from oodmol.predictions import SetPredictions, std_columns
 from oodmol.results import run_metrics, write_results
 
@@ -20,7 +21,7 @@ MAX_NAMED = 5
 Values = np.ndarray | list | pd.Series | pd.DataFrame
 
 
-class PredictionError(ValueError):
+class PredictionError(UserError, ValueError):
     """Predictions that do not fit the task's sets: wrong length, unknown or repeated
     ids, missing molecules or sets, values that are not finite."""
 

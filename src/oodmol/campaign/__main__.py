@@ -17,26 +17,20 @@ from __future__ import annotations
 
 import sys
 
-from hydra.errors import HydraException
+from oodmol.campaign.driver import Campaign
+from oodmol.campaign.settings import parse_arguments
+from oodmol.command_line import UsageError, entry_point
 
-from oodmol.campaign.driver import Campaign, CampaignError
-from oodmol.campaign.settings import SettingsError, parse_arguments
 
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+@entry_point("oodmol campaign")
+def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
-        return 0 if argv else 2
-    try:
-        settings, overrides = parse_arguments(argv)
-        return Campaign(settings, overrides).run()
-    except (SettingsError, HydraException) as error:  # a train.py override cannot compose
-        print(f"oodmol campaign: {error}", file=sys.stderr)
-        return 2
-    except CampaignError as error:
-        print(f"oodmol campaign: {error}", file=sys.stderr)
-        return error.code
+        if argv:
+            return 0
+        raise UsageError("oodmol campaign: give task=... model=... acquisition=... (see above)")
+    settings, overrides = parse_arguments(argv)
+    return Campaign(settings, overrides).run()
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from oodmol.campaign.settings import CampaignSettings, campaign_key, default_fol
 from oodmol.cli import run_app
 from oodmol.config import compose_config
 from oodmol.data.task import load_split, load_task
+from oodmol.errors import USER_ERROR, UserError
 from oodmol.io import atomic_write_json, atomic_write_text
 from oodmol.provenance import package_versions
 from oodmol.training.identity import config_key
@@ -52,12 +53,13 @@ SUMMARY_COLUMNS = (
 )
 
 
-class CampaignError(RuntimeError):
-    """A campaign that cannot go on; `code` is its exit status."""
+class CampaignError(UserError):
+    """A campaign that cannot go on; `code` is its exit status (2: its settings or
+    folder, 1: a round's run failed)."""
 
-    def __init__(self, message: str, code: int = 2) -> None:
+    def __init__(self, message: str, code: int = USER_ERROR) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = self.exit_code = code
 
 
 class Campaign:

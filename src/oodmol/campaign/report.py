@@ -11,7 +11,6 @@ recall a random batch has on average: acquired / pool size).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -21,6 +20,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from oodmol.ablation.figures import new_figure, write_outputs
+from oodmol.command_line import ToolParser, entry_point
+from oodmol.errors import InputError, MissingFileError
 
 GROUP = ["task", "model", "direction"]
 
@@ -30,11 +31,11 @@ def campaign_rows(folders: list[Path]) -> pd.DataFrame:
     rows = []
     for top in folders:
         if not Path(top).is_dir():
-            raise FileNotFoundError(f"{top}: no such folder")
+            raise MissingFileError(f"{top}: no such folder")
         for description in sorted(Path(top).rglob("campaign.json")):
             rows += _rows_of(description.parent, json.loads(description.read_text()))
     if not rows:
-        raise ValueError(f"no recorded campaign round below {[str(f) for f in folders]}")
+        raise InputError(f"no recorded campaign round below {[str(f) for f in folders]}")
     return pd.DataFrame(rows)
 
 
@@ -73,7 +74,7 @@ def campaign_table(rows: pd.DataFrame) -> pd.DataFrame:
     for key, group in rows.groupby(keys, sort=True):
         acquired = group["n_acquired"].unique()
         if len(acquired) != 1:
-            raise ValueError(f"{dict(zip(keys, key, strict=True))}: campaigns acquired {acquired}")
+            raise InputError(f"{dict(zip(keys, key, strict=True))}: campaigns acquired {acquired}")
         out.append(
             {
                 **dict(zip(keys, key, strict=True)),
@@ -113,16 +114,13 @@ def campaign_figure(table: pd.DataFrame) -> Figure:
     return figure
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="oodmol campaign-report", description=__doc__)
+@entry_point("oodmol campaign-report")
+def main(argv: list[str]) -> int:
+    parser = ToolParser(prog="oodmol campaign-report", description=__doc__)
     parser.add_argument("campaigns", type=Path, nargs="+", help="campaign folders, or above")
     parser.add_argument("--out", type=Path, required=True, help="folder for CSV/PNG/SVG")
     args = parser.parse_args(argv)
-    try:
-        table = campaign_table(campaign_rows(args.campaigns))
-    except (ValueError, KeyError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    table = campaign_table(campaign_rows(args.campaigns))
     for path in write_outputs(table, campaign_figure(table), args.out, "campaigns"):
         print(path)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from oodmol.campaign.acquisition import DIRECTIONS, RULES
+from oodmol.errors import UserError
 
 # what the campaign sets on every run itself, or what would break its rounds
 RESERVED = {
@@ -23,7 +24,7 @@ RESERVED = {
 }
 
 
-class SettingsError(ValueError):
+class SettingsError(UserError, ValueError):
     """Arguments a campaign cannot run with; the message says which and why."""
 
 

@@ -11,37 +11,38 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.utils import instantiate
-from omegaconf import ListConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from oodmol.config import compose_config, config_dir
+from oodmol.command_line import UsageError, entry_point
+from oodmol.config import config_dir
 from oodmol.data.card import write_card
 from oodmol.data.splits.assignment import ALL_SETS
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
+from oodmol.overrides import compose_checked, names_of
 
 COMMANDS = ("export", "prepare", "card")
-CHOICES = {"task": "task", "split": "split", "featurizers": "featurizer"}  # key -> group
 
 
-class UsageError(Exception):
-    """A command line that names a task, split or featuriser this repository lacks."""
-
-
+@entry_point("oodmol data")
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
-        if argv:
-            print(f"unknown command {argv[0]!r}", file=sys.stderr)
-        print(__doc__, file=sys.stderr)
-        return 2
+        if argv and argv[0] in ("-h", "--help"):
+            print(__doc__)
+            return 0
+        given = f"unknown command {argv[0]!r}; " if argv else ""
+        raise UsageError(f"{given}give one of {', '.join(COMMANDS)} (see oodmol data --help)")
     command, overrides = argv[0], argv[1:]
-    try:
-        check_choices(overrides)
-    except UsageError as error:
-        print(f"python -m oodmol.data: {error}", file=sys.stderr)
-        return 2
-    cfg = compose_config("data", overrides)
+    cfg = compose_checked("data", overrides)
+    featurizers = [str(name) for name in names_of(cfg.featurizers)]
+    known = sorted(path.stem for path in (config_dir() / "featurizer").glob("*.yaml"))
+    unknown = [name for name in featurizers if name not in known]
+    if unknown:
+        raise UsageError(
+            f"featurizers={unknown}: no such featuriser; the featurisers are "
+            f"{', '.join(known)} (configs/featurizer/*.yaml)"
+        )
     task = instantiate(cfg.task)
     data_dir = Path(cfg.paths.data_dir)
     data = load_task(task, data_dir, progress=cfg.progress)
@@ -52,7 +53,7 @@ def main(argv: list[str]) -> int:
         export_csv(data, split.sets, out)
         print(f"[oodmol] wrote {out}")
     elif command == "prepare":
-        for name in names_of(cfg.featurizers):
+        for name in featurizers:
             featurizer = instantiate(OmegaConf.load(config_dir() / "featurizer" / f"{name}.yaml"))
             store = FeatureStore.build_or_open(
                 featurizer, data.dataset, data_dir / "features", progress=cfg.progress
@@ -62,38 +63,6 @@ def main(argv: list[str]) -> int:
         out = Path(cfg.out or data_dir / "cards" / f"{task.name}-{cfg.split.name}")
         print(f"[oodmol] wrote {write_card(data, split, out)}")
     return 0
-
-
-def tool_config(name: str, overrides: list[str], required: tuple[str, ...]):
-    """A `key=value` tool's config (configs/<name>.yaml with `overrides`), after refusing
-    unknown choices and before anything runs: every `required` key given."""
-    check_choices(overrides)
-    cfg = compose_config(name, overrides)
-    for key in required:
-        if OmegaConf.is_missing(cfg, key):
-            raise UsageError(f"{key}=... is required (see configs/{name}.yaml)")
-    return cfg
-
-
-def check_choices(overrides: list[str]) -> None:
-    """Refuse an unknown task, split or featuriser before any data is read, naming the
-    ones there are (the YAML files of their config group)."""
-    for override in OverridesParser.create().parse_overrides(overrides):
-        group = CHOICES.get(override.key_or_group)
-        if group is None or override.is_delete():
-            continue
-        known = sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
-        for name in names_of(override.value()):
-            if str(name) not in known:
-                raise UsageError(
-                    f"unknown {group} {name!r}; available: {', '.join(known)} "
-                    f"(configs/{group}/*.yaml)"
-                )
-
-
-def names_of(value: object) -> list:
-    """One name or a list of them; `featurizers=morgan` means `[morgan]`, not 6 letters."""
-    return list(value) if isinstance(value, list | ListConfig) else [value]
 
 
 def export_csv(data: TaskData, sets: dict, out: Path) -> None:
@@ -117,4 +86,4 @@ def export_csv(data: TaskData, sets: dict, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -26,6 +26,7 @@ from oodmol.data.splits.splitters import Splitter
 from oodmol.data.statistics import Statistic, TrainingSplit, compute_statistics
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import Task, TaskData, load_split, load_task
+from oodmol.errors import InputError
 
 log = logging.getLogger(__name__)
 TEST_SETS = ("id", "ood")  # the sets a run is scored on
@@ -335,7 +336,7 @@ def checked_max_molecules(value: object) -> int | None:
         return None
     if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0:
         return int(value)
-    raise ValueError(
+    raise InputError(
         f"max_molecules must be a positive whole number (molecules per set), or null for "
         f"all of them; got {value!r} ({type(value).__name__})"
     )

@@ -15,13 +15,14 @@ import pandas as pd
 from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.task import TaskData
 from oodmol.data.validate import parse_smiles
+from oodmol.errors import UserError
 from oodmol.predictions import SetPredictions
 
 MAX_NAMED = 10
 VALUE_COLUMNS = ("y_pred", "y_std")  # the numbers a row gives for its molecule
 
 
-class PredictionFileError(ValueError):
+class PredictionFileError(UserError, ValueError):
     """The predictions file cannot be scored as it is."""
 
 

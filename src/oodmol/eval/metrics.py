@@ -21,6 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import spearmanr
 
+from oodmol.errors import RunFailure
+
 # How many offending molecules an error message lists before summarising.
 _MAX_NAMES_SHOWN = 10
 
@@ -119,7 +121,7 @@ def _mean_of_defined(*values: float) -> float:
     return float(np.mean(defined)) if defined else float("nan")
 
 
-class NonFinitePredictions(ValueError):
+class NonFinitePredictions(RunFailure, ValueError):
     """A model predicted NaN or ±inf: it diverged, or its input broke it."""
 
 

@@ -12,8 +12,10 @@ import json
 import os
 from pathlib import Path
 
+from oodmol.errors import UserError
 
-class AnswerLogError(ValueError):
+
+class AnswerLogError(UserError, ValueError):
     """The answers file belongs to another evaluation, or is damaged."""
 
 

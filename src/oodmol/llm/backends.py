@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Protocol
 
+from oodmol.errors import UserError
 from oodmol.llm.prompt import Message, plain_text
 
 
@@ -27,7 +28,7 @@ class RequestFailed(Exception):
     """One molecule's request failed even after its retries; a later run asks again."""
 
 
-class BackendError(RuntimeError):
+class BackendError(UserError, RuntimeError):
     """A failure that retrying cannot mend (a wrong model name, URL or API key)."""
 
 
@@ -70,7 +71,10 @@ class HFBackend:
         self.max_new_tokens = max_new_tokens
         self.chunk_size = batch_size
         self.dtype = dtype
-        self.tokenizer = AutoTokenizer.from_pretrained(model)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model)
+        except OSError as error:  # no such hub id offline, or a folder without a tokenizer
+            raise BackendError(f"hf.model={model}: cannot load its tokenizer ({error})") from None
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             if self.tokenizer.eos_token is None:
@@ -83,7 +87,10 @@ class HFBackend:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype)
+        try:
+            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype)
+        except OSError as error:
+            raise BackendError(f"hf.model={model}: cannot load the model ({error})") from None
         self.model.to(self.device).eval()
 
     def settings(self) -> dict:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oodmol.errors import InputError
+
 INSTRUCTION = "Only return a floating point number with 4 digits after the decimal point."
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
 
@@ -22,7 +24,7 @@ class PromptSpec:
     def __post_init__(self) -> None:
         for name in ("property", "units"):
             if not str(getattr(self, name)).strip():
-                raise ValueError(
+                raise InputError(
                     f"the prompt needs the property's {name}, and the task gives none: "
                     f"set prompt.{name}=... (e.g. task=csv task.units=logS)"
                 )
@@ -52,7 +54,7 @@ class FewShot:
 
     def __post_init__(self) -> None:
         if self.k < 0 or self.k > len(self.smiles):
-            raise ValueError(
+            raise InputError(
                 f"few-shot k={self.k} must be between 0 and the {len(self.smiles)} training "
                 "molecules"
             )

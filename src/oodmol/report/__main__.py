@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from oodmol.command_line import ToolParser, entry_point
+from oodmol.errors import InputError, MissingFileError
 from oodmol.report.collect import collect_runs
 from oodmol.report.figures import save_figure
 from oodmol.report.figures.heatmaps import ood_heatmap
@@ -14,24 +15,25 @@ from oodmol.report.tables import label_benchmarks, summarize, write_tables
 from oodmol.report.uq_tables import write_uq_tables
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the report; return the exit status (1 when there is no valid run)."""
-    parser = argparse.ArgumentParser(prog="python -m oodmol.report", description=__doc__)
+@entry_point("oodmol report")
+def main(argv: list[str]) -> int:
+    """Run the report; refused when the folder holds no valid run."""
+    parser = ToolParser(prog="oodmol report", description=__doc__)
     parser.add_argument("runs_dir", type=Path, help="folder searched recursively for metrics.json")
     parser.add_argument("--out", type=Path, required=True, help="folder for tables and figure")
     args = parser.parse_args(argv)
 
     if not args.runs_dir.is_dir():
-        print(f"error: {args.runs_dir} is not a directory", file=sys.stderr)
-        return 1
+        raise MissingFileError(f"{args.runs_dir}: no such folder of runs")
     collection = collect_runs(args.runs_dir)
     for path, reason in collection.skipped:
         print(f"skipped {path}: {reason}", file=sys.stderr)
     if collection.skipped:
         print(f"skipped {len(collection.skipped)} metrics.json file(s)", file=sys.stderr)
     if collection.runs.empty:
-        print(f"error: no valid metrics.json found below {args.runs_dir}", file=sys.stderr)
-        return 1
+        raise InputError(
+            f"{args.runs_dir}: no valid metrics.json below it (train.py writes one per run)"
+        )
 
     runs, warnings = label_benchmarks(collection.runs)
     for warning in warnings:

@@ -8,8 +8,10 @@ import math
 import lightning as L
 import torch
 
+from oodmol.errors import RunFailure
 
-class TrainingDiverged(RuntimeError):
+
+class TrainingDiverged(RunFailure, RuntimeError):
     """The training loss or the validation loss stopped being a finite number."""
 
 

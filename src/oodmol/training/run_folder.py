@@ -25,6 +25,7 @@ from typing import Any, Literal
 import torch
 from omegaconf import DictConfig
 
+from oodmol.errors import UserError
 from oodmol.runs import RUN_KEY
 from oodmol.training.identity import (
     config_key,
@@ -38,7 +39,7 @@ CHECKPOINT_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"
 
 
-class RunFolderError(RuntimeError):
+class RunFolderError(UserError, RuntimeError):
     """The run cannot start here; the message says why and what to do."""
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from oodmol.errors import UserError
 from oodmol.runs import CONFIG_KEY, RUN_KEY
 from oodmol.training.identity import file_checksum
 from oodmol.training.optim import check_prefixes, under_prefix
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 TARGET_SCALING = ("y_mean", "y_std")
 
 
-class TransferError(ValueError):
+class TransferError(UserError, ValueError):
     """init_from or freeze cannot be applied to this model."""
 
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from oodmol.command_line import ToolParser, entry_point
 from oodmol.uq.calibrators import CALIBRATORS
-from oodmol.uq.combine import MemberError, combine_members, find_members
+from oodmol.uq.combine import combine_members, find_members
 from oodmol.uq.evaluators import EVALUATORS
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m oodmol.uq", description=__doc__)
+@entry_point("oodmol uq")
+def main(argv: list[str]) -> int:
+    parser = ToolParser(prog="oodmol uq", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     combine = commands.add_parser(
         "combine", help="combine ensemble members (uq.member=<k> runs) into one run"
@@ -27,12 +28,8 @@ def main(argv: list[str] | None = None) -> int:
             help=f"as uq.{option[2:]} in the members' runs (default: all)",
         )
     args = parser.parse_args(argv)
-    try:
-        member_dirs = find_members(args.members)
-        combine_members(member_dirs, args.out, args.calibrators, args.evaluators)
-    except MemberError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    member_dirs = find_members(args.members)
+    combine_members(member_dirs, args.out, args.calibrators, args.evaluators)
     print(f"combined {len(member_dirs)} members into {args.out}")
     return 0
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from oodmol.comparability import ordered
+from oodmol.errors import UserError
 from oodmol.predictions import SetPredictions, std_columns
 from oodmol.results import write_results
 from oodmol.uq.mixture import mixture
@@ -25,7 +26,7 @@ SET_ORDER = ("id", "ood", "val")
 SHARED = ("task", "split", "split_hash", "model", "config_key")
 
 
-class MemberError(ValueError):
+class MemberError(UserError, ValueError):
     """The member folders do not form one ensemble."""
 
 

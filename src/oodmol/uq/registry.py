@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
+from oodmol.errors import UserError
+
 T = TypeVar("T")
 
 
-class UnknownName(KeyError):
+class UnknownName(UserError, KeyError):
     """A name no class was registered under; the message lists those that were."""
 
     def __str__(self) -> str:  # KeyError would quote the message

@@ -13,6 +13,7 @@ import numpy as np
 from oodmol.data.report import DataReport
 from oodmol.data.sources.base import RawData, Source
 from oodmol.data.sources.fetch import RemoteFile, file_digest
+from oodmol.errors import UserError
 
 
 class CSVSource(Source):
@@ -143,7 +144,7 @@ def read_smiles_column(path: Path, column: str) -> list[tuple[int, str]]:
         ]
 
 
-class DataFileError(ValueError):
+class DataFileError(UserError, ValueError):
     """A source file that cannot be read as the data set: wrong columns, wrong delimiter,
     not UTF-8. Raised before any molecule is validated, naming the file."""
 

@@ -10,16 +10,17 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oodmol.errors import UserError
 from oodmol.io import atomic_write_bytes
 
 SOURCE_DIR_ENV = "OODMOL_SOURCE_DIR"
 
 
-class SourceUnavailable(RuntimeError):
+class SourceUnavailable(UserError, RuntimeError):
     """The data cannot be found offline and cannot be downloaded."""
 
 
-class ChecksumMismatch(RuntimeError):
+class ChecksumMismatch(UserError, RuntimeError):
     """A file differs from the published data set: results would not be comparable."""
 
 

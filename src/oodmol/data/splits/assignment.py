@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from oodmol.data.table import MoleculeTable
+from oodmol.errors import UserError
 from oodmol.io import atomic_write_json
 
 SETS = ("train", "val", "id", "ood")
@@ -24,7 +25,7 @@ class LeakageError(ValueError):
     """A structure appears in two sets of one split."""
 
 
-class EmptySetError(ValueError):
+class EmptySetError(UserError, ValueError):
     """A set of a split has no molecules: nothing to train on, to select a model on, or
     to score. Raised before any training, with every set's size and what to change."""
 
