@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import FeatureSet
+from oodmol.overrides import OverrideError
 from oodmol.uq.estimators import estimator_from_config
 
 CONFIG_KEY = "oodmol_config"
@@ -62,7 +63,7 @@ def build_model(cfg: DictConfig, statistics: dict[str, Any]) -> L.LightningModul
         node[name] = value
     for name, value in uq_module_arguments(cfg).items():
         if name in arguments:
-            raise ValueError(f"uq={cfg.uq.name} and model.statistics both set {name!r}")
+            raise OverrideError(f"uq={cfg.uq.name} and model.statistics both set {name!r}")
         arguments[name] = value
     return instantiate(cfg.model.module, **arguments)
 
@@ -85,7 +86,7 @@ def uq_module_arguments(cfg: DictConfig) -> dict:
     accepted = inspect.signature(target).parameters
     unknown = sorted(set(extra) - set(accepted))
     if unknown:
-        raise ValueError(
+        raise OverrideError(
             f"uq={uq.name} sets {unknown} on the model, which {target.__name__} "
             f"(model={cfg.model.name}) does not take; use a neural model or another uq method"
         )

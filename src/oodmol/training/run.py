@@ -12,7 +12,6 @@ from pathlib import Path
 
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
@@ -23,9 +22,11 @@ from oodmol.allocator import keep_freed_memory
 from oodmol.comparability import SHORTENED, budget_overrides
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import FeatureSet
+from oodmol.errors import RunFailure
 from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.metrics import NonFinitePredictions
 from oodmol.io import atomic_write_json
+from oodmol.overrides import OverrideError
 from oodmol.provenance import package_versions
 from oodmol.runs import (
     SaveRunConfig,
@@ -37,23 +38,18 @@ from oodmol.runs import (
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.identity import config_key, run_identity
 from oodmol.training.loggers import Resumable
-from oodmol.training.preemption import PreemptionCheckpoint, trainer_is_rank_zero
+from oodmol.training.preemption import PreemptionCheckpoint
 from oodmol.training.random_state import RandomState
 from oodmol.training.record import TrainingRecord, validation_summary
 from oodmol.training.run_folder import (
     CHECKPOINT_DIR,
     LAST_CHECKPOINT,
     METRICS_FILE,
-    RunFolderError,
     plan_run,
 )
-from oodmol.training.transfer import TransferError, apply_transfer
+from oodmol.training.transfer import apply_transfer
 
 log = logging.getLogger("oodmol.train")
-
-
-class RunFailed(RuntimeError):
-    """A run that ended without a result; its metrics.json says why."""
 
 
 def train(cfg: DictConfig) -> dict | float | None:
@@ -61,10 +57,7 @@ def train(cfg: DictConfig) -> dict | float | None:
     with `optimized_metric` the value of that validation metric at the selected epoch."""
     folder = Path(cfg.paths.output_dir)
     run = RunCallbacks(cfg, folder)  # before anything fills in the config (model widths)
-    try:
-        plan = plan_run(folder, cfg)
-    except RunFolderError as error:
-        raise _stopped(str(error), 2) from None
+    plan = plan_run(folder, cfg)
     if plan.action == "done":
         print(plan.message, flush=True)
         objective = plan.metrics.get("objective")
@@ -78,16 +71,13 @@ def train(cfg: DictConfig) -> dict | float | None:
     dm.setup("fit")
     statistics = training_statistics(cfg, dm)
     model = build_model(cfg, statistics)
-    try:
-        run.transfer = apply_transfer(
-            model,
-            cfg.model.get("init_from"),
-            cfg.model.get("freeze"),
-            cfg.model.get("parts"),
-            OmegaConf.to_container(cfg.task, resolve=True),
-        )
-    except TransferError as error:
-        raise _stopped(f"[oodmol] {error}", 2) from None
+    run.transfer = apply_transfer(
+        model,
+        cfg.model.get("init_from"),
+        cfg.model.get("freeze"),
+        cfg.model.get("parts"),
+        OmegaConf.to_container(cfg.task, resolve=True),
+    )
     loggers = instantiate_group(cfg.logger)
     for logger in loggers:
         if isinstance(logger, Resumable):
@@ -175,7 +165,7 @@ class RunCallbacks:
             raise self.preemption.stop(_resume_hint(self.overrides, self.folder)) from None
         except (TrainingDiverged, NonFinitePredictions) as error:
             self._write_failure(trainer, error)
-            raise _stopped(f"[oodmol] run failed: {error}", 1) from None
+            raise RunFailure(f"run failed: {error}") from None
         if trainer.global_rank == 0 and evaluation.metrics:
             summary = {s: evaluation.metrics[s] for s in ("id", "ood")}
             log.info("test metrics:\n%s", json.dumps(summary, indent=2))
@@ -241,10 +231,9 @@ class RunCallbacks:
             logged = sorted(
                 {k for entry in self.record.validation for k in entry} - {"epoch", "step"}
             )
-            raise _stopped(
+            raise OverrideError(
                 f"optimized_metric={name} is not a logged validation metric; logged: "
-                f"{sorted(logged)}",
-                2,
+                f"{sorted(logged)}"
             )
         objective = {"name": name, "value": best[name], "epoch": best["epoch"]}
         if trainer.global_rank == 0:
@@ -305,14 +294,3 @@ def _resume_hint(overrides: list[str], folder: Path) -> str:
     kept = [o for o in overrides if not o.startswith(("resume=", "ckpt_path="))]
     program = sys.argv[0] if Path(sys.argv[0]).name == "train.py" else "train.py"
     return shlex.join(["python", program, *kept, f"hydra.run.dir={folder}", "resume=true"])
-
-
-def _stopped(message: str, code: int) -> BaseException:
-    """How a run that cannot go on ends: in a multirun an exception, so that the other
-    jobs still run (Hydra reports the failed ones); alone, the message and an exit
-    status, without a traceback."""
-    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-        return RunFailed(message)
-    if trainer_is_rank_zero():
-        print(message, file=sys.stderr, flush=True)
-    return SystemExit(code)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from oodmol.overrides import OverrideError
 from oodmol.training.identity import MEMBERS_DIR
 from oodmol.uq.calibrators import CALIBRATORS
 from oodmol.uq.combine import combine_members
@@ -44,7 +45,7 @@ def run_members(
     if uq.member is not None:
         return train(member_config(cfg, uq.member, cfg.paths.output_dir))
     if cfg.ckpt_path is not None:
-        raise ValueError(
+        raise OverrideError(
             "ckpt_path resumes one model; resume a member with uq.member=<k> ckpt_path=..."
         )
     run_dir = Path(cfg.paths.output_dir)
