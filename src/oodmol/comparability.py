@@ -12,13 +12,15 @@ LEFT_OUT = "left_out"  # molecules without features (e.g. no conformer) were lef
 SHORTENED = "shortened"  # a shorter training than the model's budget (debug, overrides)
 EXTERNAL = "external"  # predictions made outside oodmol (evaluate.py predictions=...)
 PARTIAL = "partial"  # external predictions that miss molecules of a test set
-ORDER = (SUBSET, LEFT_OUT, SHORTENED, EXTERNAL, PARTIAL)
+OTHER_TASK = "other_task"  # a checkpoint scored on another task or split than it trained on
+ORDER = (SUBSET, LEFT_OUT, SHORTENED, EXTERNAL, PARTIAL, OTHER_TASK)
 MEANINGS = {
     SUBSET: "trained and tested on a subset (max_molecules)",
     LEFT_OUT: "molecules without features were left out",
     SHORTENED: "trained for less than the model's budget (debug, epoch overrides)",
     EXTERNAL: "predictions made outside oodmol",
     PARTIAL: "external predictions that miss test molecules",
+    OTHER_TASK: "a model scored on another task or split than it was trained on",
 }
 
 # settings that shorten a training when given on the command line; an experiment config

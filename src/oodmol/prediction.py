@@ -25,18 +25,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
+from oodmol.checkpoint import TrainedModel, read_trained_model
 from oodmol.data.sources.csv_source import read_smiles_column
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.data.validate import parse_all
 from oodmol.io import atomic_write_text
-from oodmol.runs import (
-    CONFIG_KEY,
-    FEATURES_KEY,
-    STATISTICS_KEY,
-    apply_matmul_precision,
-    build_model,
-)
+from oodmol.runs import apply_matmul_precision, build_model
 
 log = logging.getLogger(__name__)
 VARIANCES = ("var_epistemic", "var_aleatoric")
@@ -53,8 +48,8 @@ class Predicted:
 
 
 def predict_file(cfg: DictConfig) -> Predicted:
-    checkpoint = _checkpoint(Path(cfg.ckpt_path))
-    run = OmegaConf.create(checkpoint[CONFIG_KEY])
+    trained, _ = read_trained_model(cfg.ckpt_path)
+    run = trained.config
     rows = read_smiles_column(Path(cfg.input), cfg.smiles_column)
     elements = OmegaConf.select(run, "task.source.elements")  # a CSV task allows any
     canonical, rejected = _validated(rows, elements, cfg.progress)
@@ -65,20 +60,10 @@ def predict_file(cfg: DictConfig) -> Predicted:
         for line, reason in store.failed.items():
             rejected[line] = f"no features: {reason}"
         usable = np.array([i for i in lines if int(i) not in rejected], dtype=np.int64)
-        predictions = _predictions(cfg, run, checkpoint, store, usable) if len(usable) else {}
+        predictions = _predictions(cfg, trained, store, usable) if len(usable) else {}
     frame = _output(rows, canonical, rejected, predictions)
     atomic_write_text(Path(cfg.out), frame.to_csv(index=False))
     return Predicted(Path(cfg.out), len(rows), len(rows) - len(rejected), rejected)
-
-
-def _checkpoint(path: Path) -> dict:
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    missing = [k for k in (CONFIG_KEY, STATISTICS_KEY, FEATURES_KEY) if k not in checkpoint]
-    if missing:
-        raise ValueError(
-            f"{path} lacks {missing}: not a checkpoint written by this version's train.py"
-        )
-    return checkpoint
 
 
 def _validated(
@@ -116,15 +101,16 @@ def _featurised(
 
 
 def _predictions(
-    cfg: DictConfig, run: DictConfig, checkpoint: dict, store: FeatureStore, lines: np.ndarray
+    cfg: DictConfig, trained: TrainedModel, store: FeatureStore, lines: np.ndarray
 ) -> dict[str, np.ndarray]:
     """Mean, variance components and the model's per-molecule flags by line, as the
     model predicts at test time (MC dropout samples with the run's seed)."""
+    run = trained.config
     features = instantiate(run.model.features)
-    features.load_state_dict(checkpoint[FEATURES_KEY])
+    features.load_state_dict(trained.features)
     dataset = features.dataset(store, lines, None, "predict")
     loader = DataLoader(dataset, batch_size=run.eval_batch_size, collate_fn=features.collate)
-    model = build_model(run, checkpoint[STATISTICS_KEY])
+    model = build_model(run, trained.statistics)
     apply_matmul_precision(run)
     L.seed_everything(run.seed)
     trainer = L.Trainer(

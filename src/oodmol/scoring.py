@@ -9,33 +9,37 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
-import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from oodmol.comparability import SHORTENED, coverage_flags
+from oodmol.checkpoint import read_trained_model
+from oodmol.comparability import OTHER_TASK, SHORTENED, coverage_flags
+from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.task import load_split, load_task
+from oodmol.data.validate import parse_smiles
 from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.external import check_values, read_predictions, score_sets
+from oodmol.overrides import OverrideError
 from oodmol.results import write_results
-from oodmol.runs import (
-    CONFIG_KEY,
-    RUN_KEY,
-    STATISTICS_KEY,
-    apply_matmul_precision,
-    build_datamodule,
-    build_model,
-)
+from oodmol.runs import apply_matmul_precision, build_datamodule, build_model
 
 log = logging.getLogger("oodmol.evaluate")
 
 
 def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
     """Rebuild the run's model and data from the checkpoint's own config and test it."""
-    checkpoint = torch.load(cfg.ckpt_path, map_location="cpu", weights_only=True)
-    if CONFIG_KEY not in checkpoint:
-        raise KeyError(f"{cfg.ckpt_path} has no {CONFIG_KEY!r}: not written by train.py")
-    run = OmegaConf.create(checkpoint[CONFIG_KEY])
+    trained, _ = read_trained_model(cfg.ckpt_path)
+    run = trained.config
+    changed = _other_data(run, cfg)
+    if changed and not cfg.get("allow_other_task"):
+        raise OverrideError(
+            f"ckpt_path={cfg.ckpt_path} was trained on task={run.task.name} "
+            f"split={run.split.name}; scoring it on {' '.join(changed)} would put a model "
+            "in another task's place. Leave task= and split= out to score it on its own "
+            "test sets, or add allow_other_task=true: the result is then flagged "
+            f"[{OTHER_TASK}] and never shown as that task's model"
+        )
+    trained_on = {"task": run.task.name, "split": run.split.name}
     for group in ("task", "split", "paths"):
         if cfg.get(group) is not None:
             run[group] = cfg[group]
@@ -44,7 +48,7 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
     dm = build_datamodule(run)
     dm.prepare_data()
     dm.setup("test")
-    model = build_model(run, checkpoint[STATISTICS_KEY])
+    model = build_model(run, trained.statistics)
     info = {
         "task": run.task.name,
         "split": run.split.name,
@@ -56,11 +60,14 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
     if uq:
         info["uq"] = {"method": uq.name, "member": uq.member}
     evaluation = TestEvaluation(str(out_dir), info, uq.get("calibrators"), uq.get("evaluators"))
-    entry = checkpoint.get(RUN_KEY) or {}
+    entry = trained.run_entry
     shortened = entry.get("budget_overrides") or entry.get("debug")
-    evaluation.add_facts(
-        {"config_key": entry.get("config_key"), "flags": [SHORTENED] if shortened else []}
-    )
+    flags = [SHORTENED] if shortened else []
+    facts = {"config_key": entry.get("config_key"), "flags": flags}
+    if changed:
+        _check_elements(trained.config, dm)
+        facts |= {"flags": [*flags, OTHER_TASK], "trained_on": trained_on}
+    evaluation.add_facts(facts)
     apply_matmul_precision(run)
     trainer = L.Trainer(
         accelerator="cpu",
@@ -74,10 +81,48 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
     return evaluation.metrics
 
 
+def _other_data(run: DictConfig, cfg: DictConfig) -> list[str]:
+    """The `task=`/`split=` overrides that name other data than the run trained on."""
+    changed = []
+    for group in ("task", "split"):
+        given = cfg.get(group)
+        if given is None:
+            continue
+        theirs = OmegaConf.to_container(run[group], resolve=True)
+        ours = OmegaConf.to_container(given, resolve=True)
+        if _identity(theirs) != _identity(ours):
+            changed.append(f"{group}={ours.get('name')}")
+    return changed
+
+
+def _identity(node: dict) -> dict:
+    """A task's or split's settings without where its files lie (their checksums stay)."""
+    return {k: v for k, v in node.items() if k not in ("path", "paths", "data_dir")}
+
+
+def _check_elements(trained: DictConfig, dm: MoleculeDataModule) -> None:
+    """A model scored on another task sees only elements its training data had (where
+    its task declares them), as `oodmol predict` checks new molecules."""
+    allowed = OmegaConf.select(trained, "task.source.elements")
+    if not allowed:
+        return
+    outside: dict[str, int] = {}
+    for name in ("id", "ood"):
+        for smiles in dm.smiles(name):
+            for element in set(parse_smiles(smiles).elements) - set(allowed):
+                outside[element] = outside.get(element, 0) + 1
+    if outside:
+        counts = ", ".join(f"{e} in {n} molecules" for e, n in sorted(outside.items()))
+        raise OverrideError(
+            f"the test sets hold elements the model never saw ({counts}; it was trained on "
+            f"{', '.join(allowed)}): it cannot be scored on this task"
+        )
+
+
 def score_file(cfg: DictConfig, out_dir: Path) -> dict:
     """Score an external predictions CSV (`smiles,y_pred` or `mol_id,y_pred`)."""
     if cfg.get("task") is None or cfg.get("split") is None:
-        raise ValueError("scoring a predictions file needs task=<task> and split=<split>")
+        raise OverrideError("scoring a predictions file needs task=<task> and split=<split>")
     task = instantiate(cfg.task)
     data_dir = Path(cfg.paths.data_dir)
     data = load_task(task, data_dir, cfg.progress)

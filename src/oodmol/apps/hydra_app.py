@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -48,9 +49,14 @@ def hydra_app(program: str, config_name: str) -> Callable[[Callable], Callable[[
         def main() -> Any:
             sys.argv[1:] = without_debug_flag(sys.argv[1:])
             args, _ = get_args_parser().parse_known_args(sys.argv[1:])
-            if not any(getattr(args, flag, None) for flag in _HYDRA_INFO_FLAGS):
+            # Hydra prints instead of running, or reads another primary config folder
+            if not any(getattr(args, f, None) for f in (*_HYDRA_INFO_FLAGS, "config_path")):
+                overrides = list(args.overrides)
+                if args.config_dir:  # --config-dir: one more folder Hydra searches
+                    folder = Path(args.config_dir).resolve()
+                    overrides.insert(0, f"hydra.searchpath=[file://{folder}]")
                 with user_errors(program):
-                    check_overrides(args.config_name or config_name, args.overrides)
+                    check_overrides(args.config_name or config_name, overrides)
             return hydra_main()
 
         return main

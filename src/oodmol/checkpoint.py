@@ -1,0 +1,111 @@
+"""Reading a checkpoint that train.py wrote, for everything that rebuilds a model from
+one (`oodmol predict`, `evaluate.py ckpt_path=`): a file the user may have received, so
+it is read weights-only (no pickled object, so no code, comes back) and the config stored
+in it is rebuilt as data (`oodmol.stored_config`). Any file that is not such a checkpoint
+(missing, empty, truncated, another program's) is refused in one line."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from oodmol.errors import MissingFileError, UserError
+from oodmol.runs import CONFIG_KEY, FEATURES_KEY, RUN_KEY, STATISTICS_KEY
+from oodmol.stored_config import check_plain_data, rebuild
+
+# what rebuilding a model and its data needs of the stored run config; the rest of it
+# (loggers, callbacks, paths, Hydra's own settings) is never read
+INFERENCE_KEYS = (
+    "task",
+    "split",
+    "model",
+    "uq",
+    "protocol",
+    "trainer",
+    "seed",
+    "eval_batch_size",
+    "max_molecules",
+    "matmul_precision",
+)
+
+
+class CheckpointError(UserError):
+    """A file that is not a checkpoint this project's train.py wrote."""
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """What a checkpoint holds besides its weights: the run's config (checked, rebuilt),
+    the training statistics the model was built from, what the feature set learnt from
+    the training split, and the run's entry (configuration key, identity, budget)."""
+
+    path: Path
+    config: DictConfig
+    statistics: dict[str, Any]
+    features: dict[str, Any]
+    run_entry: dict[str, Any]
+
+
+def read_checkpoint_file(path: str | Path, mmap: bool = False) -> dict[str, Any]:
+    """A checkpoint file's content, weights-only; any file that cannot be read as one
+    raises `CheckpointError` saying what it is."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingFileError(f"ckpt_path={path}: no such file")
+    if not path.is_file():
+        raise CheckpointError(f"ckpt_path={path} is a folder, not a checkpoint file")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"ckpt_path={path} is empty (0 bytes): not a checkpoint")
+    try:
+        content = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise CheckpointError(
+            f"ckpt_path={path} holds objects that only code can rebuild, which oodmol never "
+            f"loads ({first[:160]})"
+        ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise CheckpointError(
+            f"ckpt_path={path} cannot be read as a checkpoint (truncated, damaged or another "
+            f"kind of file: {type(error).__name__}: {first[:160]})"
+        ) from None
+    if not isinstance(content, dict):
+        raise CheckpointError(
+            f"ckpt_path={path} holds a {type(content).__name__}, not a checkpoint"
+        )
+    return content
+
+
+def read_trained_model(path: str | Path) -> tuple[TrainedModel, dict[str, Any]]:
+    """The model description a train.py checkpoint holds, and the raw content (its
+    weights), or a one-line refusal."""
+    path = Path(path)
+    content = read_checkpoint_file(path)
+    missing = [k for k in (CONFIG_KEY, STATISTICS_KEY, FEATURES_KEY) if k not in content]
+    if missing:
+        raise CheckpointError(
+            f"ckpt_path={path} lacks {', '.join(missing)}: not a checkpoint written by "
+            "oodmol's train.py (or by an older version of it)"
+        )
+    source = f"ckpt_path={path}"
+    config = rebuild(content[CONFIG_KEY], source, keep=INFERENCE_KEYS)
+    check_plain_data(content[STATISTICS_KEY], source)
+    check_plain_data(content[FEATURES_KEY], source)
+    for key in ("task", "model"):
+        if not isinstance(config.get(key), DictConfig):
+            raise CheckpointError(f"ckpt_path={path}: its stored config has no {key}")
+    trained = TrainedModel(
+        path,
+        config,
+        content[STATISTICS_KEY],
+        content[FEATURES_KEY],
+        content.get(RUN_KEY) or {},
+    )
+    return trained, content
