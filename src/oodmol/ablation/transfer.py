@@ -22,6 +22,7 @@ from oodmol.ablation.figures import new_figure
 from oodmol.ablation.runs import Run
 from oodmol.data.task import load_task
 from oodmol.errors import InputError
+from oodmol.stored_config import check_stored_config
 
 Correlation = Callable[[dict, dict], float]
 
@@ -95,6 +96,8 @@ def data_correlation(data_dir: Path) -> Correlation:
         return pd.Series(data.y, index=data.table.mol_id)
 
     def correlation(source: dict, target: dict) -> float:
+        for config in (source, target):  # read from runs' metrics.json: data, not code
+            check_stored_config(config, "a fine-tuned run's transfer record")
         a = values(OmegaConf.to_yaml(source))
         b = values(OmegaConf.to_yaml(target))
         common = a.index.intersection(b.index)

@@ -17,7 +17,9 @@ from oodmol.config import compose_config, config_dir
 from oodmol.data.splits.assignment import SETS, SplitAssignment
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
+from oodmol.errors import InputError, MissingFileError, UserError
 from oodmol.io import atomic_write_json
+from oodmol.stored_config import check_stored_config, rebuild
 
 TEST_SETS = ("id", "ood")
 COLUMNS = ["mol_id", "smiles", "target"]
@@ -140,7 +142,7 @@ class BenchmarkTask:
     def _store(self, kind: str) -> FeatureStore:
         featurizer = instantiate(OmegaConf.load(config_dir() / "featurizer" / f"{kind}.yaml"))
         data_dir = Path(self.config["data_dir"])
-        task = instantiate(OmegaConf.create(self.config["task"]))
+        task = instantiate(rebuild({"task": self.config["task"]}, f"{self.name}'s task").task)
         data = load_task(task, data_dir, progress=False)
         return FeatureStore.build_or_open(
             featurizer, data.dataset, data_dir / "features", progress=False
@@ -163,8 +165,20 @@ class BenchmarkTask:
     def read(cls, folder: str | Path) -> BenchmarkTask:
         """A task written by `save`, as it was."""
         folder = Path(folder)
-        saved = json.loads((folder / "task.json").read_text())
-        frames = {name: pd.read_parquet(folder / f"{name}.parquet") for name in SETS}
+        description = folder / "task.json"
+        if not description.is_file():
+            raise MissingFileError(f"{description}: no such file (BenchmarkTask.save writes it)")
+        try:
+            saved = json.loads(description.read_text(encoding="utf-8"))
+            config = saved["config"]
+            check_stored_config(config["task"], str(description))
+            frames = {name: pd.read_parquet(folder / f"{name}.parquet") for name in SETS}
+        except (ValueError, KeyError, TypeError, OSError) as error:
+            if isinstance(error, UserError):
+                raise
+            raise InputError(
+                f"{folder}: not a task BenchmarkTask.save wrote ({type(error).__name__}: {error})"
+            ) from None
         return cls(
             name=saved["name"],
             split=saved["split"],
@@ -173,7 +187,7 @@ class BenchmarkTask:
             val=frames["val"],
             test={name: frames[name] for name in TEST_SETS},
             card=saved["card"],
-            config=saved["config"],
+            config=config,
         )
 
 

@@ -95,7 +95,7 @@ class Campaign:
         """The recorded rounds, in order (a round is recorded after all before it)."""
         found = []
         while self.record_path(len(found)).is_file():
-            found.append(json.loads(self.record_path(len(found)).read_text()))
+            found.append(_checked_record(self.record_path(len(found))))
         return found
 
     def claim(self) -> None:
@@ -279,6 +279,24 @@ class Campaign:
     def write_summary(self, records: list[dict]) -> None:
         table = summary_table(records)
         atomic_write_text(self.folder / "summary.csv", table.to_csv(index=False))
+
+
+def _checked_record(path: Path) -> dict:
+    """A round's record as this campaign wrote it: its acquired molecules go into the
+    next run's split as an override, so each must be a plain molecule id."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CampaignError(f"{path} cannot be read ({error}); delete it to play the round again")
+    acquired = record.get("acquired") if isinstance(record, dict) else None
+    if not isinstance(acquired, list) or not all(
+        isinstance(m, dict) and type(m.get("mol_id")) is int and m["mol_id"] >= 0 for m in acquired
+    ):
+        raise CampaignError(
+            f"{path} is not a round record this campaign wrote (its acquired molecules must "
+            "be molecule ids); delete it to play the round again"
+        )
+    return record
 
 
 def summary_table(records: list[dict]) -> pd.DataFrame:
