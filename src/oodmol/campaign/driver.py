@@ -287,7 +287,9 @@ def _checked_record(path: Path) -> dict:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise CampaignError(f"{path} cannot be read ({error}); delete it to play the round again")
+        raise CampaignError(
+            f"{path} cannot be read ({error}); delete it to play the round again"
+        ) from None
     acquired = record.get("acquired") if isinstance(record, dict) else None
     if not isinstance(acquired, list) or not all(
         isinstance(m, dict) and type(m.get("mol_id")) is int and m["mol_id"] >= 0 for m in acquired
