@@ -13,6 +13,7 @@ traceback of a user error too.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +25,16 @@ DEBUG_VARIABLES = ("OODMOL_DEBUG", "HYDRA_FULL_ERROR")
 USER_ERROR = 2
 RUN_FAILED = 1
 INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+_FIXABLE_BY_USER = {
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EROFS,
+    errno.ENAMETOOLONG,
+}
+_FAILED_RUN = {errno.ENOSPC, errno.EDQUOT, errno.EIO}
 
 
 class OodmolError(Exception):
@@ -50,6 +61,19 @@ class RunFailure(OodmolError):
     """A run that started and could not finish (its record says why): exit status 1."""
 
     exit_code = RUN_FAILED
+
+
+def _environment_error(error: OSError) -> int | None:
+    """The exit status of an operating-system error about a file the user named or the
+    disk a command writes to (a path that is not there or not a folder, no permission, a
+    full disk); None for any other, which is a bug and keeps its traceback."""
+    if not error.filename:
+        return None
+    if error.errno in _FIXABLE_BY_USER:
+        return USER_ERROR
+    if error.errno in _FAILED_RUN:
+        return RUN_FAILED
+    return None
 
 
 def debugging(argv: Sequence[str] = ()) -> bool:
@@ -104,6 +128,15 @@ def user_errors(
         if raise_as is not None:
             raise raise_as(message) from None
         raise SystemExit(error.exit_code) from None
+    except OSError as error:
+        code = _environment_error(error)
+        if code is None or debugging(argv):
+            raise
+        if show:
+            print(f"[{program}] {error.filename}: {error.strerror}", file=sys.stderr, flush=True)
+        if raise_as is not None:
+            raise raise_as(f"{error.filename}: {error.strerror}") from None
+        raise SystemExit(code) from None
     except KeyboardInterrupt:
         if debugging(argv):
             raise

@@ -62,7 +62,7 @@ class Setting:
 
 # settings of the entry points' configs whose values are checked wherever they appear
 SETTINGS: dict[str, Setting] = {
-    "seed": Setting(int, 0, meaning="the run's random seed"),
+    "seed": Setting(int, 0, nullable=True, meaning="the random seed"),
     "threads": Setting(int, 1, nullable=True, meaning="cores and threads; null: all"),
     "max_molecules": Setting(int, 1, nullable=True, meaning="per set; null: every molecule"),
     "num_workers": Setting(int, 0, meaning="DataLoader worker processes"),
@@ -221,11 +221,16 @@ def _unknown_choice(error: MissingConfigException, overrides: Sequence[str]) -> 
     if not group or not options:
         return f"{' '.join(overrides)}: {_first_line(error)}"
     key = group.removeprefix("hydra/") if group.startswith("hydra/") else group
-    given = next((o for o in overrides if o.lstrip("+~").split("=")[0] in (group, key)), name)
+    named = [o for o in overrides if o.lstrip("+~").split("=")[0] in (group, key)]
+    return unknown_choice_message(named[-1] if named else name, group, name, options)
+
+
+def unknown_choice_message(given: str, group: str, name: str, options: Sequence[str]) -> str:
+    """`model=mlpp: there is no model 'mlpp'; did you mean mlp? the choices are ...`"""
     near = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
-    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    hint = f"; did you mean {' or '.join(near)}?" if near else ";"
     return (
-        f"{given}: there is no {group} {name!r}; {hint}the choices are "
+        f"{given}: there is no {group} {name!r}{hint} the choices are "
         f"{', '.join(options)} (configs/{group}/*.yaml)"
     )
 
@@ -255,9 +260,9 @@ def _unknown_key(
     near = difflib.get_close_matches(name, [str(k) for k in keys], n=3, cutoff=0.6)
     where = f" in {parent_key}" if parent_key else ""
     prefix = f"{parent_key}." if parent_key else ""
-    hint = f"did you mean {' or '.join(prefix + n for n in near)}? " if near else ""
+    hint = f"; did you mean {' or '.join(prefix + n for n in near)}?" if near else ""
     return (
-        f"{culprit}: there is no setting {name!r}{where}; {hint}"
+        f"{culprit}: there is no setting {name!r}{where}{hint} "
         f"(to add a new key on purpose, write +{culprit.lstrip('+')})"
     )
 

@@ -14,11 +14,16 @@ import pandas as pd
 from oodmol.benchmark.task import TEST_SETS, BenchmarkTask
 from oodmol.comparability import EXTERNAL
 from oodmol.errors import UserError
+from oodmol.eval.metrics import MAX_ABS_VALUE
 from oodmol.predictions import SetPredictions, std_columns
 from oodmol.results import run_metrics, write_results
 
 MAX_NAMED = 5
 Values = np.ndarray | list | pd.Series | pd.DataFrame
+
+
+class RunExistsError(UserError, FileExistsError):
+    """A run folder that already holds a run."""
 
 
 class PredictionError(UserError, ValueError):
@@ -51,6 +56,16 @@ def evaluate(
     (metrics.json, predictions.csv, figures) marked as external, which the leaderboard
     shows beside oodmol's own models.
     """
+    if not isinstance(task, BenchmarkTask):
+        raise PredictionError(
+            f"task must be a BenchmarkTask (benchmark.load(...)), not a {type(task).__name__}"
+        )
+    for what, given in (("predictions", predictions), ("sigma", sigma)):
+        if given is not None and not isinstance(given, Mapping):
+            raise PredictionError(
+                f"{what} must be a dict of sets, {{'id': ..., 'ood': ...}}, not a "
+                f"{type(given).__name__}"
+            )
     unknown = sorted(set(predictions) - set(TEST_SETS))
     missing = [s for s in TEST_SETS if s not in predictions]
     if unknown or missing:
@@ -87,7 +102,7 @@ def evaluate(
         return metrics
     folder = Path(save_to) / task.name / task.split / name / str(header["seed"])
     if (folder / "metrics.json").exists() and not overwrite:
-        raise FileExistsError(f"{folder} already holds a run; pass overwrite=True to replace it")
+        raise RunExistsError(f"{folder} already holds a run; pass overwrite=True to replace it")
     metrics, _ = write_results(
         folder, sets, header, median, task.card["property"], task.card["units"]
     )
@@ -118,6 +133,8 @@ def _header(task: BenchmarkTask, name: str, seed: int, has_sigma: bool) -> dict[
 
 def _aligned(values: Values, frame: pd.DataFrame, set_name: str, what: str) -> np.ndarray:
     """The values in the order of `frame`'s molecules, or an error naming what is wrong."""
+    if isinstance(values, Mapping) and not isinstance(values, pd.Series | pd.DataFrame):
+        values = pd.Series(dict(values))  # keyed by mol_id
     if isinstance(values, pd.DataFrame):
         column = "y_pred" if what == "prediction" else "y_std"
         if "mol_id" not in values or column not in values:
@@ -129,7 +146,7 @@ def _aligned(values: Values, frame: pd.DataFrame, set_name: str, what: str) -> n
     if isinstance(values, pd.Series):
         array = _by_mol_id(values, frame, set_name, what)
     else:
-        array = np.asarray(values, dtype=float).ravel()
+        array = _numbers(values, set_name, what)
         if len(array) != len(frame):
             raise PredictionError(
                 f"{set_name}: {len(array)} {what}s for the set's {len(frame)} molecules "
@@ -139,11 +156,43 @@ def _aligned(values: Values, frame: pd.DataFrame, set_name: str, what: str) -> n
     if bad.any():
         ids = frame["mol_id"].to_numpy()[bad]
         raise PredictionError(f"{set_name}: {int(bad.sum())} {what}s are not finite: {_named(ids)}")
+    huge = np.abs(array) > MAX_ABS_VALUE
+    if huge.any():
+        ids = frame["mol_id"].to_numpy()[huge]
+        raise PredictionError(
+            f"{set_name}: {int(huge.sum())} {what}s are beyond ±{MAX_ABS_VALUE:g}, whose "
+            f"squares are not finite numbers: {_named(ids)}"
+        )
     return array
+
+
+def _numbers(values: object, set_name: str, what: str) -> np.ndarray:
+    """An array-like of numbers as a flat float array, or one error saying what it is."""
+    if values is None or isinstance(values, str | bytes) or np.isscalar(values):
+        raise PredictionError(
+            f"{set_name}: {what}s must be an array or list of numbers (or a Series or dict "
+            f"keyed by mol_id), not a {type(values).__name__}"
+        )
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise PredictionError(f"{set_name}: {what}s must be numbers ({error})") from None
+    if array.ndim != 1 and not (array.ndim == 2 and 1 in array.shape):
+        raise PredictionError(
+            f"{set_name}: {what}s must be one value per molecule; got an array of shape "
+            f"{array.shape}"
+        )
+    return array.ravel()
 
 
 def _by_mol_id(values: pd.Series, frame: pd.DataFrame, set_name: str, what: str) -> np.ndarray:
     ids = pd.Index(values.index)
+    if not all(isinstance(i, int | np.integer) and not isinstance(i, bool) for i in ids):
+        odd = [i for i in ids if not isinstance(i, int | np.integer) or isinstance(i, bool)]
+        raise PredictionError(
+            f"{set_name}: {what}s keyed by mol_id need whole-number mol_ids; got "
+            f"{', '.join(repr(i) for i in odd[:MAX_NAMED])}"
+        )
     repeated = ids[ids.duplicated()].unique()
     if len(repeated):
         raise PredictionError(
@@ -159,7 +208,7 @@ def _by_mol_id(values: pd.Series, frame: pd.DataFrame, set_name: str, what: str)
         raise PredictionError(
             f"{set_name}: {len(missing)} molecules of the set have no {what}: {_named(missing)}"
         )
-    return pd.to_numeric(values, errors="coerce").loc[expected].to_numpy(float)
+    return _numbers(values.loc[expected].to_numpy(), set_name, what)
 
 
 def _named(ids) -> str:

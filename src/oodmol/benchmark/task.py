@@ -13,12 +13,13 @@ import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from oodmol.config import compose_config, config_dir
+from oodmol.config import config_dir
 from oodmol.data.splits.assignment import SETS, SplitAssignment
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
 from oodmol.errors import InputError, MissingFileError, UserError
 from oodmol.io import atomic_write_json
+from oodmol.overrides import compose_checked
 from oodmol.stored_config import check_stored_config, rebuild
 
 TEST_SETS = ("id", "ood")
@@ -61,7 +62,7 @@ def load(
         settings.append(f"task.path={Path(path).resolve()}")
     if target_column is not None:
         settings.append(f"task.target_column={target_column}")
-    cfg = compose_config("data", [*settings, *(overrides or [])])
+    cfg = compose_checked("data", [*settings, *(overrides or [])])
     data_dir = Path(cfg.paths.data_dir)
     data = load_task(instantiate(cfg.task), data_dir, progress=False)
     assignment = load_split(data, instantiate(cfg.split), data_dir)

@@ -20,7 +20,7 @@ from oodmol.data.card import write_card
 from oodmol.data.splits.assignment import ALL_SETS
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
-from oodmol.overrides import compose_checked, names_of
+from oodmol.overrides import compose_checked, names_of, unknown_choice_message
 
 COMMANDS = ("export", "prepare", "card")
 
@@ -37,12 +37,10 @@ def main(argv: list[str]) -> int:
     cfg = compose_checked("data", overrides)
     featurizers = [str(name) for name in names_of(cfg.featurizers)]
     known = sorted(path.stem for path in (config_dir() / "featurizer").glob("*.yaml"))
-    unknown = [name for name in featurizers if name not in known]
-    if unknown:
-        raise UsageError(
-            f"featurizers={unknown}: no such featuriser; the featurisers are "
-            f"{', '.join(known)} (configs/featurizer/*.yaml)"
-        )
+    for name in featurizers:
+        if name not in known:
+            given = next(o for o in reversed(overrides) if o.startswith("featurizers="))
+            raise UsageError(unknown_choice_message(given, "featurizer", name, known))
     task = instantiate(cfg.task)
     data_dir = Path(cfg.paths.data_dir)
     data = load_task(task, data_dir, progress=cfg.progress)

@@ -16,6 +16,7 @@ from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.task import TaskData
 from oodmol.data.validate import parse_smiles
 from oodmol.errors import UserError
+from oodmol.eval.metrics import MAX_ABS_VALUE
 from oodmol.predictions import SetPredictions
 
 MAX_NAMED = 10
@@ -45,12 +46,14 @@ def read_predictions(path: Path, data: TaskData) -> tuple[pd.DataFrame, dict]:
         )
     report: dict = {"rows": len(frame)}
     if "mol_id" in frame:
-        frame["mol_id"] = pd.to_numeric(frame["mol_id"], errors="coerce")
+        frame["mol_id"] = _mol_ids(frame["mol_id"])
         unreadable = frame["mol_id"].isna()
         report["unreadable_mol_id"] = _named(frame.index[unreadable], "line")
         unknown = ~unreadable & ~frame["mol_id"].isin(data.table.mol_id)
         report["not_in_task"] = _named(frame["mol_id"][unknown].astype(np.int64), "mol")
         bad = unreadable | unknown
+        if "smiles" in frame:
+            _check_smiles_agree(frame[~bad], data, path)
     else:
         by_smiles = {s: i for s, i in zip(data.table.smiles, data.table.mol_id, strict=True)}
         canonical = [parse_smiles(s).canonical if s.strip() else None for s in frame["smiles"]]
@@ -69,6 +72,32 @@ def read_predictions(path: Path, data: TaskData) -> tuple[pd.DataFrame, dict]:
             f"(mol ids {sorted(set(frame['mol_id'][duplicated]))[:MAX_NAMED]})"
         )
     return frame, report
+
+
+def _mol_ids(cells: pd.Series) -> pd.Series:
+    """The mol_id column as numbers where a cell is a whole number written as such; any
+    other cell (`abc`, and `12.7` or `1e2`, which are no molecule's id) is unreadable
+    (NaN), reported by line rather than rounded to another molecule."""
+    written = cells.str.strip()
+    whole = written.str.fullmatch(r"\d+")
+    return pd.to_numeric(written.where(whole), errors="coerce")
+
+
+def _check_smiles_agree(frame: pd.DataFrame, data: TaskData, path: Path) -> None:
+    """A file with both columns must name each molecule twice the same way: a row whose
+    SMILES is another molecule than its mol_id is refused, not trusted either way."""
+    known = data.table.smiles[data.table.rows_of(frame["mol_id"].to_numpy(np.int64))]
+    disagree = []
+    for (line, text), expected in zip(frame["smiles"].items(), known, strict=True):
+        if text.strip() and parse_smiles(text).canonical != expected:
+            mol_id = int(frame.at[line, "mol_id"])
+            disagree.append(f"line {line}: mol_id {mol_id} is {expected}, not {text.strip()}")
+    if disagree:
+        shown = "; ".join(disagree[:MAX_NAMED])
+        raise PredictionFileError(
+            f"{path}: {len(disagree)} rows give a SMILES that is not their mol_id's molecule "
+            f"({shown}); correct the file or drop one of the two columns"
+        )
 
 
 def _read_rows(path: Path) -> pd.DataFrame:
@@ -109,7 +138,8 @@ def check_values(
 
 
 def _problem(column: str, text: str) -> str | None:
-    """What is wrong with one value cell: empty, not a number, not finite, negative."""
+    """What is wrong with one value cell: empty, not a number, not finite, out of range,
+    negative."""
     value = _number(text)
     if not text.strip():
         return "empty"
@@ -117,6 +147,8 @@ def _problem(column: str, text: str) -> str | None:
         return "not a number"
     if not math.isfinite(value):
         return "not finite"
+    if abs(value) > MAX_ABS_VALUE:
+        return f"beyond ±{MAX_ABS_VALUE:g} (its square is not a finite number)"
     if column == "y_std" and value < 0:
         return "negative"
     return None

@@ -121,6 +121,11 @@ def _mean_of_defined(*values: float) -> float:
     return float(np.mean(defined)) if defined else float("nan")
 
 
+# the largest |value| a prediction or σ may have: its square, and a mean of squares over
+# a set, must stay finite in float64 (1e308 would make every error metric infinite)
+MAX_ABS_VALUE = 1e150
+
+
 class NonFinitePredictions(RunFailure, ValueError):
     """A model predicted NaN or ±inf: it diverged, or its input broke it."""
 

@@ -13,6 +13,7 @@ run stands beside the full runs of its model and never replaces one.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ RUN_KEY = ("task", "split", "split_hash", "model", "config_key", "seed")
 PLAIN_METHODS = ("none", "native")
 # The metrics every run must record: section -> metric names (the value may be null = NaN).
 REQUIRED_METRICS = {"id": ("rmse", "r2"), "ood": ("rmse", "binned_r2")}
+# errors a run records: finite and never negative (a null RMSE is no result)
+ERRORS = ("rmse", "mae")
 # BOOM's R² (squared Pearson): recorded since it was found to be BOOM's; older runs get it
 # from their predictions.csv
 BOOM_R2 = {"id.pearson_r2": "id", "ood.binned_pearson_r2": "ood"}
@@ -65,6 +68,14 @@ def _validate(record: Any) -> None:
                 not isinstance(value, int | float) or isinstance(value, bool)
             ):
                 raise ValueError(f"'{section}.{name}' is not a number: {value!r}")
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"'{section}.{name}' is not finite: {value!r}")
+        for name in ERRORS:
+            value = metrics.get(name)
+            if name in metrics and not (
+                isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+            ):
+                raise ValueError(f"'{section}.{name}' must be an error ≥ 0: {value!r}")
 
 
 def model_label(record: dict[str, Any]) -> str:
