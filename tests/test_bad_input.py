@@ -27,9 +27,10 @@ import pandas as pd
 import pytest
 import torch
 from door_helpers import Doors, environment, real_process
-from e2e_helpers import MLP, QUIET, TinyTask
+from e2e_helpers import MLP, QUIET, REPO, TinyTask
 
 pytestmark = pytest.mark.slow
+TRAIN, EVALUATE = str(REPO / "train.py"), str(REPO / "evaluate.py")  # run from anywhere
 
 
 @dataclass
@@ -82,7 +83,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     task = TinyTask.create(root)
     doors = Doors(environment(root, task.data_dir))
     run = root / "run"
-    trained = doors.run(["train.py", *task.task_args(), *QUIET, *MLP, f"hydra.run.dir={run}"])
+    trained = doors.run([TRAIN, *task.task_args(), *QUIET, *MLP, f"hydra.run.dir={run}"])
     assert trained.returncode == 0, trained.shown()
     world = World(root, task, doors, run, root / "PAYLOAD_RAN")
     yield world
@@ -107,7 +108,7 @@ class Case:
 
 
 def train(*args: str) -> Callable[[World, Path], list[str]]:
-    return lambda w, d: ["train.py", *w.task.task_args(), *QUIET, *MLP, *args]
+    return lambda w, d: [TRAIN, *w.task.task_args(), *QUIET, *MLP, *args]
 
 
 def train_at(*args: str) -> Callable[[World, Path], list[str]]:
@@ -118,7 +119,7 @@ def train_at(*args: str) -> Callable[[World, Path], list[str]]:
 def train_csv(name: str, *args: str) -> Callable[[World, Path], list[str]]:
     """train.py on the case's own CSV file `name` (target column y)."""
     return lambda w, d: [
-        "train.py",
+        TRAIN,
         "task=csv",
         f"task.path={d / name}",
         "task.target_column=y",
@@ -204,7 +205,7 @@ CASES += [
         "train.py",
         train_csv("t.csv"),
         2,
-        "no molecules",
+        "no molecule of data set",
         write("t.csv", HEADER_ONLY),
     ),
     Case(
@@ -260,7 +261,7 @@ CASES += [
         "train.py",
         train_csv("t.csv"),
         2,
-        "too few",
+        "sets are empty",
         write_frame("t.csv", lambda w: tiny_rows(w, 6)),
     ),
     Case(
@@ -268,7 +269,7 @@ CASES += [
         "train.py",
         train_csv("t.csv"),
         2,
-        "no molecules",
+        "no molecule of data set",
         write("t.csv", "smiles,y\nnot_a_smiles,1\nC1CC,2\nXx,3\n"),
     ),
     Case(
@@ -276,7 +277,7 @@ CASES += [
         "train.py",
         train_csv("t.csv"),
         2,
-        "no molecules",
+        "no molecule of data set",
         write_frame("t.csv", lambda w: GOOD_CSV(w).assign(y="n/a")),
     ),
 ]
@@ -347,13 +348,13 @@ CASES += [
         "train.py",
         lambda w, d: [*train("seed=3")(w, d), f"hydra.run.dir={w.run}"],
         2,
-        "another configuration",
+        "holds the run of seed 0; this run is seed 3",
     ),
     Case(
         "train_uq_not_for_forest",
         "train.py",
         lambda w, d: [
-            "train.py",
+            TRAIN,
             *w.task.task_args(),
             *QUIET,
             "model=rf",
@@ -378,7 +379,7 @@ CASES += [
         "sweep_unknown_model",
         "sweep",
         lambda w, d: [
-            "train.py",
+            TRAIN,
             "-m",
             *w.task.task_args(),
             *QUIET,
@@ -392,7 +393,7 @@ CASES += [
         "sweep_seed_text",
         "sweep",
         lambda w, d: [
-            "train.py",
+            TRAIN,
             "-m",
             *w.task.task_args(),
             *QUIET,
@@ -410,24 +411,32 @@ CASES += [
 # sees the marker appear. A checkpoint carrying one must be refused before anything runs.
 
 
-def payloads(marker: Path) -> dict[str, dict]:
+class Shell:
+    """Unpickled, runs a shell command: the payload of a planted pickle file."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+def payloads(marker: Path, folder: Path) -> dict[str, dict]:
+    """Targets Hydra's own blocklist lets through, each leaving `marker` when it runs:
+    deserialisers of a planted pickle that runs a shell command, file writes and
+    copies, an import of a planted module."""
     import pickle
 
-    class Planted:
-        def __reduce__(self):
-            return (os.system, (f"touch {marker}",))
-
+    (folder / "planted.pkl").write_bytes(pickle.dumps(Shell(f"touch {marker}")))
+    (folder / "planted_module.py").write_text(PLANTED_MODULE)
+    pickled = str(folder / "planted.pkl")
     return {
-        "shell": {"_target_": "os.system", "_args_": [f"touch {marker}"]},
-        "subprocess": {
-            "_target_": "subprocess.run",
-            "_args_": [["touch", str(marker)]],
-            "_convert_": "all",
-        },
-        "exec": {"_target_": "builtins.exec", "_args_": [f"open({str(marker)!r}, 'w').close()"]},
+        "torch_load": {"_target_": "torch.load", "_args_": [pickled], "weights_only": False},
+        "read_pickle": {"_target_": "pandas.read_pickle", "_args_": [pickled]},
         "file_write": {"_target_": "builtins.open", "_args_": [str(marker), "w"]},
+        "file_copy": {"_target_": "shutil.copyfile", "_args_": [__file__, str(marker)]},
+        "touch": {"_target_": "pathlib.Path.touch", "_args_": [str(marker)]},
         "import": {"_target_": "planted_module.anything"},
-        "deserialiser": {"_target_": "pickle.loads", "_args_": [pickle.dumps(Planted())]},
     }
 
 
@@ -435,12 +444,12 @@ PLANTED_MODULE = "import pathlib, os\npathlib.Path(os.environ['PLANTED_MARKER'])
 
 # where in the stored config each payload is planted
 PLACES = {
-    "shell": ("oodmol_config", "model", "module", "backbone"),
-    "subprocess": ("oodmol_config", "model", "featurizer"),
-    "exec": ("oodmol_config", "task", "source"),
-    "file_write": ("oodmol_config", "split"),
+    "torch_load": ("oodmol_config", "model", "module", "backbone"),
+    "read_pickle": ("oodmol_config", "model", "featurizer"),
+    "file_write": ("oodmol_config", "task", "source"),
+    "file_copy": ("oodmol_config", "split"),
+    "touch": ("oodmol_config", "model", "module", "optimizer"),
     "import": ("oodmol_config", "model", "features"),
-    "deserialiser": ("oodmol_config", "model", "module", "optimizer"),
 }
 
 
@@ -452,19 +461,18 @@ def planted_checkpoint(kind: str) -> Callable[[World, Path], None]:
             node = checkpoint
             for key in parents:
                 node = node[key]
-            node[last] = payloads(w.marker)[kind]
+            node[last] = payloads(w.marker, d)[kind]
         elif kind == "interpolation":
             checkpoint["oodmol_config"]["model"]["name"] = "${oc.env:HOME}"
         elif kind == "statistics":
-            checkpoint["oodmol_statistics"]["backbone.in_dim"] = payloads(w.marker)["shell"]
+            checkpoint["oodmol_statistics"]["backbone.in_dim"] = payloads(w.marker, d)["torch_load"]
         elif kind == "in_a_list":
             backbone = checkpoint["oodmol_config"]["model"]["module"]["backbone"]
-            backbone["hidden"] = [payloads(w.marker)["shell"]]
+            backbone["hidden"] = [payloads(w.marker, d)["torch_load"]]
         elif kind == "uq":
-            checkpoint["oodmol_config"]["uq"]["estimator"] = payloads(w.marker)["exec"]
+            checkpoint["oodmol_config"]["uq"]["estimator"] = payloads(w.marker, d)["touch"]
         elif kind == "not_plain":
             checkpoint["oodmol_config"]["model"]["module"]["weird"] = torch.zeros(2)
-        (d / "planted_module.py").write_text(PLANTED_MODULE)
         torch.save(checkpoint, d / "planted.ckpt")
 
     return setup
@@ -479,7 +487,7 @@ PLANTED_PHRASE = {
 
 
 def evaluate_ckpt(path: Callable[[World, Path], Path], *args: str) -> Callable:
-    return lambda w, d: ["evaluate.py", f"ckpt_path={path(w, d)}", "progress=false", *args]
+    return lambda w, d: [EVALUATE, f"ckpt_path={path(w, d)}", "progress=false", *args]
 
 
 def predict_ckpt(path: Callable[[World, Path], Path], *args: str) -> Callable:
@@ -581,7 +589,7 @@ CASES += [
     Case(
         "evaluate_no_input",
         "evaluate.py (checkpoint)",
-        lambda w, d: ["evaluate.py"],
+        lambda w, d: [EVALUATE],
         2,
         "give exactly one of ckpt_path",
     ),
@@ -606,7 +614,7 @@ def good_predictions(w: World) -> pd.DataFrame:
 
 def evaluate_file(name: str, *args: str) -> Callable[[World, Path], list[str]]:
     return lambda w, d: [
-        "evaluate.py",
+        EVALUATE,
         *w.task.task_args(),
         "split=ood",
         f"predictions={d / name}",
@@ -659,7 +667,7 @@ PREDICTION_FILES = [
         "not their mol_id's molecule",
     ),
     ("negative_sigma", predictions_with(lambda f: f.assign(y_std=-0.1)), "y_std"),
-    ("nan_sigma", predictions_with(lambda f: f.assign(y_std=np.nan)), "not finite"),
+    ("nan_sigma", predictions_with(lambda f: f.assign(y_std=np.nan)), "y_std is empty"),
     ("no_test_molecule", write("p.csv", "mol_id,y_pred\n99999,1.0\n"), "no row predicts"),
     ("is_a_folder", lambda w, d: (d / "p.csv").mkdir(), "p.csv"),
 ]
@@ -678,7 +686,7 @@ CASES += [
     Case(
         "evaluate_predictions_without_task",
         "evaluate.py (predictions)",
-        lambda w, d: ["evaluate.py", f"predictions={w.task.csv}"],
+        lambda w, d: [EVALUATE, f"predictions={w.task.csv}"],
         2,
         "needs task=<task>",
     ),
@@ -728,7 +736,7 @@ CASES += [
         "oodmol predict",
         predict("in.csv"),
         2,
-        "no molecules",
+        "no molecules: nothing to predict",
         write("in.csv", "smiles\n"),
     ),
     Case(
@@ -785,7 +793,7 @@ CASES += [
         "oodmol predict",
         predict("in.csv"),
         0,
-        "predicted 2 of 4 molecules",
+        "not predicted (unparseable SMILES)",
         write("in.csv", "smiles\nCCO\nnot_smiles\nC[Si](C)(C)C\nc1ccccc1O\n"),
     ),
 ]
@@ -872,7 +880,7 @@ CASES += [
             "progress=false",
         ],
         2,
-        "Not a directory",
+        "File exists",
     ),
     Case(
         "report_no_folder",
@@ -892,7 +900,7 @@ CASES += [
     Case(
         "report_unknown_option",
         "oodmol report",
-        tool("report", "{d}", "--outt", "x"),
+        tool("report", "{d}", "--out", "{d}/out", "--outt", "x"),
         2,
         "unrecognized arguments",
     ),
@@ -977,7 +985,15 @@ CASES += [
     Case(
         "campaign_unknown_rule",
         "oodmol campaign",
-        tool("campaign", "task=csd10k_density", "model=rf", "acquisition=nope", "out={d}/c"),
+        tool(
+            "campaign",
+            "task=csd10k_density",
+            "model=rf",
+            "acquisition=nope",
+            "rounds=1",
+            "batch=1",
+            "out={d}/c",
+        ),
         2,
         "nope",
     ),
@@ -1065,19 +1081,18 @@ def test_bad_input_ends_in_one_message(world: World, case: Case) -> None:
 
 
 def test_payloads_are_live(world: World, tmp_path: Path) -> None:
-    """Each planted payload does run when Hydra builds it without oodmol's check: the
-    refusals above are what stops them."""
+    """Each planted payload does run when Hydra builds it without oodmol's check (its
+    own blocklist lets these through): the refusals above are what stops them."""
     import subprocess
     import sys
 
-    (tmp_path / "planted_module.py").write_text(PLANTED_MODULE)
-    for kind, payload in payloads(tmp_path / "ran").items():
-        marker = tmp_path / "ran"
+    marker = tmp_path / "ran"
+    for kind, payload in payloads(marker, tmp_path).items():
         marker.unlink(missing_ok=True)
-        torch.save(payload, tmp_path / "payload.pt")
+        (tmp_path / "payload.json").write_text(json.dumps(payload))
         code = (
-            "import torch; from hydra.utils import instantiate; "
-            "instantiate(torch.load('payload.pt', weights_only=True))"
+            "import json; from hydra.utils import instantiate; "
+            "instantiate(json.load(open('payload.json')))"
         )
         env = {**os.environ, "PYTHONPATH": str(tmp_path), "PLANTED_MARKER": str(marker)}
         subprocess.run(
@@ -1086,7 +1101,7 @@ def test_payloads_are_live(world: World, tmp_path: Path) -> None:
         assert marker.exists(), f"the {kind} payload did not run under plain instantiate"
 
 
-REAL = ["train_typo_key", "evaluate_planted_shell", "predict_ckpt_truncated", "report_no_out"]
+REAL = ["train_typo_key", "evaluate_planted_torch_load", "predict_ckpt_truncated", "report_no_out"]
 
 
 @pytest.mark.parametrize("name", REAL)
@@ -1220,7 +1235,7 @@ def test_api_saved_task_is_data(benchmark_task, world: World, tmp_path: Path) ->
 
     folder = benchmark_task.save(tmp_path / "task")
     description = json.loads((folder / "task.json").read_text())
-    description["config"]["task"]["source"] = payloads(world.marker)["shell"]
+    description["config"]["task"]["source"] = payloads(world.marker, tmp_path)["torch_load"]
     (folder / "task.json").write_text(json.dumps(description))
     with pytest.raises(UserError, match="never build"):
         BenchmarkTask.read(folder)

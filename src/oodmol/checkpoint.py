@@ -7,7 +7,6 @@ in it is rebuilt as data (`oodmol.stored_config`). Any file that is not such a c
 from __future__ import annotations
 
 import pickle
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,10 @@ INFERENCE_KEYS = (
     "max_molecules",
     "matmul_precision",
 )
+
+
+ZIP_MAGIC = b"PK\x03\x04"  # torch.save's format since torch 1.6
+PICKLE_PROTOCOL = b"\x80"  # the legacy format: a pickle
 
 
 class CheckpointError(UserError):
@@ -62,6 +65,13 @@ def read_checkpoint_file(path: str | Path, mmap: bool = False) -> dict[str, Any]
         raise CheckpointError(f"ckpt_path={path} is a folder, not a checkpoint file")
     if path.stat().st_size == 0:
         raise CheckpointError(f"ckpt_path={path} is empty (0 bytes): not a checkpoint")
+    with open(path, "rb") as handle:
+        start = handle.read(4)
+    if start[:4] != ZIP_MAGIC and start[:1] != PICKLE_PROTOCOL:
+        raise CheckpointError(
+            f"ckpt_path={path} cannot be read as a checkpoint (it does not start like one: "
+            "a text file, or another kind of file?)"
+        )
     try:
         content = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as error:
@@ -70,7 +80,7 @@ def read_checkpoint_file(path: str | Path, mmap: bool = False) -> dict[str, Any]
             f"ckpt_path={path} holds objects that only code can rebuild, which oodmol never "
             f"loads ({first[:160]})"
         ) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as error:
+    except Exception as error:  # torch's reader of a damaged file raises many kinds
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise CheckpointError(
             f"ckpt_path={path} cannot be read as a checkpoint (truncated, damaged or another "

@@ -33,6 +33,7 @@ _FIXABLE_BY_USER = {
     errno.EPERM,
     errno.EROFS,
     errno.ENAMETOOLONG,
+    errno.EEXIST,
 }
 _FAILED_RUN = {errno.ENOSPC, errno.EDQUOT, errno.EIO}
 

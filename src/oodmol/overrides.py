@@ -89,13 +89,14 @@ def check_settings(cfg: DictConfig, where: str = "") -> None:
             raise OverrideError(f"{key}={_shown(value)}{where}: {key} must be {setting.expected()}")
 
 
-def check_resolvable(cfg: DictConfig) -> None:
+def check_resolvable(cfg: DictConfig, every_value: bool = True) -> None:
     """Resolve every setting a job will read (all but Hydra's own, which only a running
     job can): a required value not given, or a file a setting names that is not there,
-    is refused by its key. Other interpolations are left to the job."""
+    is refused by its key. Other interpolations are left to the job. `every_value=False`
+    leaves values marked ??? to the tool, which knows which of them it needs."""
     for key in _leaf_keys(cfg):
         try:
-            OmegaConf.select(cfg, key, throw_on_missing=True)
+            OmegaConf.select(cfg, key, throw_on_missing=every_value)
         except MissingMandatoryValue:
             raise OverrideError(
                 f"{key}=... is required here; give it on the command line"
@@ -171,7 +172,7 @@ def compose_checked(config_name: str, overrides: Sequence[str]) -> DictConfig:
             )
     cfg = _compose(config_name, list(overrides), hydra_node=False)
     check_settings(cfg)
-    check_resolvable(cfg)
+    check_resolvable(cfg, every_value=False)
     return cfg
 
 

@@ -31,6 +31,7 @@ from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.data.validate import parse_all
 from oodmol.io import atomic_write_text
+from oodmol.overrides import OverrideError
 from oodmol.runs import apply_matmul_precision, build_model
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,10 @@ class Predicted:
 
 
 def predict_file(cfg: DictConfig) -> Predicted:
+    if Path(cfg.out).resolve() == Path(cfg.input).resolve():
+        raise OverrideError(
+            f"out={cfg.out} would overwrite the input; write the predictions to another file"
+        )
     trained, _ = read_trained_model(cfg.ckpt_path)
     run = trained.config
     rows = read_smiles_column(Path(cfg.input), cfg.smiles_column)

@@ -33,9 +33,15 @@ class JobFailed(CompactHydraException):
     shows its message alone (no traceback) once the sweep's batch has run."""
 
 
-def hydra_app(program: str, config_name: str) -> Callable[[Callable], Callable[[], Any]]:
+def hydra_app(
+    program: str,
+    config_name: str,
+    before_start: Callable[[DictConfig], int | None] | None = None,
+) -> Callable[[Callable], Callable[[], Any]]:
     """`@hydra_app("oodmol train", "train")` over a function of the composed config makes
-    the application's `main()`."""
+    the application's `main()`. `before_start`, given the checked config of a single run
+    (not a sweep), may answer the command before Hydra starts the job: an exit status,
+    or None to go on."""
 
     def wrap(task: Callable[[DictConfig], Any]) -> Callable[[], Any]:
         @functools.wraps(task)  # Hydra names the job after the task's module
@@ -56,7 +62,10 @@ def hydra_app(program: str, config_name: str) -> Callable[[Callable], Callable[[
                     folder = Path(args.config_dir).resolve()
                     overrides.insert(0, f"hydra.searchpath=[file://{folder}]")
                 with user_errors(program):
-                    check_overrides(args.config_name or config_name, overrides)
+                    cfg = check_overrides(args.config_name or config_name, overrides)
+                    answer = None if args.multirun or not before_start else before_start(cfg)
+                if answer is not None:
+                    raise SystemExit(answer)
             return hydra_main()
 
         return main

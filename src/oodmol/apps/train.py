@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from oodmol.apps.hydra_app import hydra_app
 
 
-@hydra_app("oodmol train", "train")
+def answered_before_start(cfg: DictConfig) -> int | None:
+    """A single run whose folder already holds it (done: exit 0) or holds another run
+    (refused) is answered here, before Hydra writes its job record (`.hydra/`) into that
+    folder, so the record there stays that of the run it holds."""
+    uq = cfg.get("uq") or {}
+    if uq.get("members", 1) > 1 and uq.get("member") is None:
+        return None  # an ensemble's folder holds its members' runs
+    try:
+        folder = OmegaConf.select(cfg, "hydra.run.dir", throw_on_resolution_failure=True)
+    except OmegaConfBaseException:
+        return None
+    from oodmol.training.run_folder import plan_run
+
+    plan = plan_run(Path(folder), cfg)
+    if plan.action != "done":
+        return None
+    print(plan.message, flush=True)
+    return 0
+
+
+@hydra_app("oodmol train", "train", before_start=answered_before_start)
 def main(cfg: DictConfig) -> dict | float | None:
     """One model, or the members of an ensemble (`uq.members`) and their combination."""
     # imported here: a command line with a typo is refused before these seconds of imports

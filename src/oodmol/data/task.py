@@ -18,6 +18,7 @@ from oodmol.data.sources.fetch import file_digest
 from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.table import MoleculeTable
+from oodmol.errors import InputError
 from oodmol.locks import build_lock
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ def load_task(task: Task, data_dir: Path, progress: bool = True) -> TaskData:
         )
     keep = np.flatnonzero(np.isfinite(y))
     if len(keep) == 0:
-        raise ValueError(
+        raise InputError(
             f"task {task.name!r}: no molecule of data set {dataset.name!r} has a finite "
             f"{task.target!r} value ({report.summary_line()})"
         )

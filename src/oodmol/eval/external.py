@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from oodmol.data.sources.csv_source import check_utf8, delimiter_hint
 from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.task import TaskData
 from oodmol.data.validate import parse_smiles
@@ -39,6 +40,7 @@ def read_predictions(path: Path, data: TaskData) -> tuple[pd.DataFrame, dict]:
     if "y_pred" not in frame or not ({"mol_id", "smiles"} & set(frame.columns)):
         raise PredictionFileError(
             f"{path}: needs a y_pred column and a mol_id or smiles column; has {list(frame)}"
+            f"{delimiter_hint(list(frame.columns))}"
         )
     if frame.empty:
         raise PredictionFileError(
@@ -103,6 +105,7 @@ def _check_smiles_agree(frame: pd.DataFrame, data: TaskData, path: Path) -> None
 def _read_rows(path: Path) -> pd.DataFrame:
     """Every cell as the text written, so that an empty cell, `nan` and `abc` stay apart;
     indexed by line number (blank lines are counted, then dropped)."""
+    check_utf8(path)
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
     except pd.errors.EmptyDataError:
@@ -199,6 +202,11 @@ def score_sets(
     known = set(by_id.index)
     elsewhere = known - set(split.sets["id"]) - set(split.sets["ood"])
     report["not_in_test_sets"] = _named(sorted(elsewhere), "mol")
+    if not known & (set(split.sets["id"]) | set(split.sets["ood"])):
+        raise PredictionFileError(
+            "no row predicts a molecule of the ID or OOD test set: nothing to score (the "
+            "test molecules are in `oodmol data export`'s file, set id and ood)"
+        )
     sets = {}
     for name in ("id", "ood"):
         ids = split.sets[name]

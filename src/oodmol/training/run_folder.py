@@ -65,6 +65,7 @@ def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
         metrics = _read_metrics(metrics_file)
         if metrics.get("config_key") != key:
             raise RunFolderError(_other_run(folder, "a run", metrics.get("config_key"), key))
+        _check_same_seed(folder, metrics.get("seed"), (metrics.get("uq") or {}).get("member"), cfg)
         status = metrics.get("status", "complete")
         if status == "complete":
             summary = ", ".join(
@@ -94,6 +95,8 @@ def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
     saved = read_run_entry(last)
     if saved["config_key"] != key:
         raise RunFolderError(_other_run(folder, "an interrupted run", saved["config_key"], key))
+    theirs = saved.get("identity") or {}
+    _check_same_seed(folder, theirs.get("seed"), (theirs.get("uq") or {}).get("member"), cfg)
     if cfg.get("resume") or requeued_by_slurm():
         return Plan("resume", last, saved["global_step"])
     raise RunFolderError(
@@ -145,6 +148,23 @@ def _read_metrics(path: Path) -> dict:
     if not isinstance(metrics, dict):
         raise RunFolderError(f"{path} is not a run's metrics file; delete its folder")
     return metrics
+
+
+def _check_same_seed(folder: Path, seed: Any, member: Any, cfg: DictConfig) -> None:
+    """The configuration key leaves the seed and the ensemble member out (they are
+    folders below it), so a folder named by hand must be checked for them too: seed 3
+    pointed at seed 0's folder must not be reported as done with seed 0's results."""
+    ours = (cfg.get("seed"), (cfg.get("uq") or {}).get("member"))
+    if (seed, member) != ours:
+        raise RunFolderError(
+            f"{folder} holds the run of {_seed_text(seed, member)}; this run is "
+            f"{_seed_text(*ours)}: choose another hydra.run.dir (or leave it out for the "
+            "default folder)"
+        )
+
+
+def _seed_text(seed: Any, member: Any) -> str:
+    return f"seed {seed}" if member is None else f"seed {seed}, member {member}"
 
 
 def _other_run(folder: Path, what: str, theirs: str | None, ours: str) -> str:

@@ -86,7 +86,7 @@ class CSVSource(Source):
             raise DataFileError(
                 f"{path}: no column {named} (needs {self.smiles_column!r} and "
                 f"{_one_of(self.target_columns)}); the file's columns are {header}"
-                f"{_delimiter_hint(header)}"
+                f"{delimiter_hint(header)}"
             )
         absent = [c for c in self.target_columns if not any(c in h for h in headers.values())]
         if absent:
@@ -132,16 +132,19 @@ def read_smiles_column(path: Path, column: str) -> list[tuple[int, str]]:
     if column not in header:
         raise DataFileError(
             f"{path}: no column {column!r} (smiles_column=); the file's columns are {header}"
-            f"{_delimiter_hint(header)}"
+            f"{delimiter_hint(header)}"
         )
     index = header.index(column)
     with _csv_rows(path) as reader:
         next(reader, None)
-        return [
+        rows = [
             (reader.line_num, row[index].strip() if index < len(row) else "")
             for row in reader
             if any(cell.strip() for cell in row)
         ]
+    if not rows:
+        raise DataFileError(f"{path} has a header but no molecules: nothing to predict")
+    return rows
 
 
 class DataFileError(UserError, ValueError):
@@ -156,6 +159,14 @@ def _csv_rows(path: Path) -> Iterator[Iterator[list[str]]]:
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             yield csv.reader(handle)
+    except UnicodeDecodeError:
+        raise DataFileError(_not_utf8(path)) from None
+
+
+def check_utf8(path: Path) -> None:
+    """Refuse a file that is not UTF-8, naming the line and byte."""
+    try:
+        Path(path).read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise DataFileError(_not_utf8(path)) from None
 
@@ -179,8 +190,15 @@ def _not_utf8(path: Path) -> str:
 
 
 def _header(path: Path) -> list[str]:
+    """The header row; a file with none (empty, or blank lines only) is refused."""
     with _csv_rows(path) as reader:
-        return [h.strip() for h in next(reader, [])]
+        header = [h.strip() for h in next(reader, [])]
+    if not any(header):
+        raise DataFileError(
+            f"{path} is empty: it needs a header row (the column names, e.g. smiles,y) and a "
+            "row per molecule"
+        )
+    return header
 
 
 def _one_of(columns: list[str]) -> str:
@@ -189,7 +207,7 @@ def _one_of(columns: list[str]) -> str:
     return f"one of the target columns {columns}"
 
 
-def _delimiter_hint(header: list[str]) -> str:
+def delimiter_hint(header: list[str]) -> str:
     """A one-column header that holds semicolons or tabs: a file saved with another
     delimiter (spreadsheets in many locales write semicolons)."""
     if len(header) != 1:
