@@ -34,6 +34,7 @@ from oodmol.runs import (
     build_model,
     training_statistics,
 )
+from oodmol.training.checkpoint_io import run_plugins
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.identity import config_key, run_identity
 from oodmol.training.loggers import Resumable
@@ -97,13 +98,20 @@ def train(cfg: DictConfig) -> dict | float | None:
         *instantiate_group(cfg.model.get("callbacks")),  # the model's own (e.g. EMA)
         *run.callbacks(statistics, dm.features),
     ]
-    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    trainer = build_trainer(cfg, callbacks, loggers)
     try:
         return run.fit_and_test(trainer, model, dm, plan.checkpoint)
     finally:  # a multirun's next job (same process) must get a W&B run of its own
         for logger in loggers:
             if isinstance(logger, WandbLogger):
                 logger.experiment.finish()
+
+
+def build_trainer(cfg: DictConfig, callbacks: list, loggers: list) -> L.Trainer:
+    """The run's Trainer, as configured (`trainer`), writing every checkpoint atomically
+    whatever its strategy (`run_plugins`)."""
+    plugins = run_plugins(instantiate(cfg.trainer.get("plugins")))
+    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, plugins=plugins)
 
 
 def instantiate_group(group: DictConfig | None) -> list:

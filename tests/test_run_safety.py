@@ -1,0 +1,111 @@
+"""What keeps a run folder trustworthy without training anything: a failed write leaves
+the previous file whole (checkpoints included, under every strategy a run builds)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from oodmol.config import compose_config
+from oodmol.errors import UserError
+from oodmol.io import atomic_write_bytes, is_disk_full
+from oodmol.training.checkpoint_io import AtomicCheckpointIO, run_plugins
+from oodmol.training.run import build_trainer
+
+
+def full_disk(*args: object) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Temporary files of a write (hidden siblings ending in .tmp)."""
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+# ------------------------------------------------------------- atomic checkpoint writes
+
+
+@pytest.mark.parametrize("failing", ["write", "fsync"])
+def test_failed_write_keeps_the_previous_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    target = tmp_path / "last.ckpt"
+    atomic_write_bytes(target, b"good checkpoint")
+    if failing == "fsync":
+        monkeypatch.setattr(os, "fsync", full_disk)
+    else:  # what a buffered file's write calls in the end
+        monkeypatch.setattr(os, "fdopen", lambda fd, mode: _FullFile(fd))
+    with pytest.raises(OSError) as raised:
+        atomic_write_bytes(target, b"new checkpoint, never whole")
+    assert is_disk_full(raised.value)
+    assert raised.value.filename == str(target)  # the file meant, not the temporary one
+    assert target.read_bytes() == b"good checkpoint"
+    assert leftovers(tmp_path) == []
+
+
+class _FullFile:
+    """A file whose every write meets a full disk."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __enter__(self) -> _FullFile:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        os.close(self.fd)
+
+    def write(self, data: object) -> None:
+        full_disk()
+
+
+def test_checkpoint_io_replaces_a_checkpoint_whole(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"epoch": 0, "w": torch.zeros(3)}, path)
+    io.save_checkpoint({"epoch": 1, "w": torch.ones(3)}, path)
+    saved = torch.load(path, weights_only=True)
+    assert saved["epoch"] == 1 and torch.equal(saved["w"], torch.ones(3))
+    assert leftovers(path.parent) == []
+
+
+def test_failed_checkpoint_write_keeps_the_last_good_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"epoch": 0}, path)
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError) as raised:
+        io.save_checkpoint({"epoch": 1}, path)
+    assert raised.value.errno == errno.ENOSPC  # not a RuntimeError from torch.save
+    assert torch.load(path, weights_only=True) == {"epoch": 0}
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "trainer", [["trainer=cpu"], ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]]
+)
+def test_every_trainer_of_a_run_writes_checkpoints_atomically(
+    tmp_path: Path, trainer: list[str]
+) -> None:
+    """The Trainer hands the plugin to the strategy it builds, DDP's included (saving
+    and removing a checkpoint both go through `strategy.checkpoint_io`)."""
+    cfg = compose_config("train", [*trainer, f"paths.output_dir={tmp_path}", "progress=false"])
+    built = build_trainer(cfg, callbacks=[], loggers=[])
+    assert type(built.strategy.checkpoint_io) is AtomicCheckpointIO
+
+
+def test_configured_plugins_are_kept_and_a_second_checkpoint_writer_refused() -> None:
+    from lightning.pytorch.plugins.environments import LightningEnvironment
+
+    environment = LightningEnvironment()
+    plugins = run_plugins([environment])
+    assert plugins[0] is environment and isinstance(plugins[1], AtomicCheckpointIO)
+    with pytest.raises(UserError, match=r"trainer\.plugins holds a CheckpointIO plugin"):
+        run_plugins(TorchCheckpointIO())
