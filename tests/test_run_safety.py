@@ -1,5 +1,7 @@
 """What keeps a run folder trustworthy without training anything: a failed write leaves
-the previous file whole (checkpoints included, under every strategy a run builds)."""
+the previous file whole (checkpoints included, under every strategy a run builds, and
+the CSV log a resumed run reads back), and metrics.json, which marks a run complete,
+comes after the files it vouches for."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import errno
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -14,7 +17,10 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from oodmol.config import compose_config
 from oodmol.errors import UserError
 from oodmol.io import atomic_write_bytes, is_disk_full
+from oodmol.predictions import SetPredictions
+from oodmol.results import write_results
 from oodmol.training.checkpoint_io import AtomicCheckpointIO, run_plugins
+from oodmol.training.loggers import CSVLogger
 from oodmol.training.run import build_trainer
 
 
@@ -109,3 +115,43 @@ def test_configured_plugins_are_kept_and_a_second_checkpoint_writer_refused() ->
     assert plugins[0] is environment and isinstance(plugins[1], AtomicCheckpointIO)
     with pytest.raises(UserError, match=r"trainer\.plugins holds a CheckpointIO plugin"):
         run_plugins(TorchCheckpointIO())
+
+
+def test_csv_log_is_replaced_whole_at_every_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log that a resumed run reads back is never left with half a row."""
+    logger = CSVLogger(tmp_path, name="csv", version="")
+    logger.resume_at(None)
+    logger.log_metrics({"train_loss": 1.0}, step=0)
+    logger.save()
+    log_file = tmp_path / "csv" / "metrics.csv"
+    before = log_file.read_bytes()
+    logger.log_metrics({"train_loss": 0.5, "val_loss": 0.7}, step=1)  # a new column
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError):
+        logger.save()
+    assert log_file.read_bytes() == before
+    assert leftovers(log_file.parent) == []
+
+
+def test_metrics_json_comes_after_the_files_it_vouches_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """metrics.json marks a run complete, never trained again: a run that fails while
+    writing its predictions or figures must not have one."""
+
+    def broken_figure(path: Path, *args: object, **kwargs: object) -> None:
+        full_disk()
+
+    monkeypatch.setattr("oodmol.results.parity_plot", broken_figure)
+    sets = {
+        name: SetPredictions(
+            name, np.arange(3), np.array(["C", "CC", "CCC"]), np.zeros(3), np.ones(3)
+        )
+        for name in ("id", "ood")
+    }
+    with pytest.raises(OSError):
+        write_results(tmp_path, sets, {"task": "t", "uq": None}, 0.0, "y", "")
+    assert (tmp_path / "predictions.csv").is_file()
+    assert not (tmp_path / "metrics.json").exists()
