@@ -1,27 +1,36 @@
 """What keeps a run folder trustworthy without training anything: a failed write leaves
 the previous file whole (checkpoints included, under every strategy a run builds, and
 the CSV log a resumed run reads back), and metrics.json, which marks a run complete,
-comes after the files it vouches for."""
+comes after the files it vouches for; a folder held by a running process, and only
+then, refuses another one."""
 
 from __future__ import annotations
 
 import errno
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning_utilities.core.rank_zero import rank_zero_only
 
 from oodmol.config import compose_config
 from oodmol.errors import UserError
 from oodmol.io import atomic_write_bytes, is_disk_full
+from oodmol.locks import FolderInUse, FolderLock
 from oodmol.predictions import SetPredictions
 from oodmol.results import write_results
 from oodmol.training.checkpoint_io import AtomicCheckpointIO, run_plugins
 from oodmol.training.loggers import CSVLogger
-from oodmol.training.run import build_trainer
+from oodmol.training.run import _hold, build_trainer
+from oodmol.training.run_folder import LOCK_FILE
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def full_disk(*args: object) -> None:
@@ -155,3 +164,62 @@ def test_metrics_json_comes_after_the_files_it_vouches_for(
         write_results(tmp_path, sets, {"task": "t", "uq": None}, 0.0, "y", "")
     assert (tmp_path / "predictions.csv").is_file()
     assert not (tmp_path / "metrics.json").exists()
+
+
+# ------------------------------------------------------------- one folder, one process
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from oodmol.locks import FolderLock
+lock = FolderLock(Path(sys.argv[1]), sys.argv[2])
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def hold_in_another_process(folder: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder), LOCK_FILE],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_held_folder_refuses_another_process_naming_the_holder(tmp_path: Path) -> None:
+    holder = hold_in_another_process(tmp_path)
+    try:
+        with pytest.raises(FolderInUse) as refused:
+            FolderLock(tmp_path, LOCK_FILE)
+        message = str(refused.value)
+        assert message.startswith(f"{tmp_path} is in use by another run (pid {holder.pid} on ")
+        assert isinstance(refused.value, UserError)  # exit status 2
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_lock_of_a_killed_run_blocks_no_one(tmp_path: Path) -> None:
+    holder = hold_in_another_process(tmp_path)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert (tmp_path / LOCK_FILE).is_file()  # left behind, yet not held
+    with (
+        FolderLock(tmp_path, LOCK_FILE),
+        pytest.raises(FolderInUse, match=f"pid {os.getpid()} on "),
+    ):
+        FolderLock(tmp_path, LOCK_FILE)
+    with FolderLock(tmp_path, LOCK_FILE):  # released at the end of the run
+        pass
+
+
+def test_only_rank_zero_holds_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other DDP ranks are rank 0's children, training into the same folder."""
+    with FolderLock(tmp_path, LOCK_FILE):
+        monkeypatch.setattr(rank_zero_only, "rank", 1)
+        with _hold(tmp_path):
+            pass

@@ -1,6 +1,6 @@
-"""Train and test one model into its run folder: decide what the folder allows (train,
-resume, done), fit with the callbacks that make the run trustworthy, test, and record
-how it ended: complete, failed (with the reason), or stopped by a signal."""
+"""Train and test one model into its run folder: hold the folder, decide what it allows
+(train, resume, done), fit with the callbacks that make the run trustworthy, test, and
+record how it ended: complete, failed (with the reason), or stopped by a signal."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import logging
 import shlex
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import lightning as L
@@ -26,6 +27,8 @@ from oodmol.data.features import FeatureSet
 from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.metrics import NonFinitePredictions
 from oodmol.io import atomic_write_json
+from oodmol.locks import FolderInUse, FolderLock
+from oodmol.parallel import global_rank
 from oodmol.provenance import package_versions
 from oodmol.runs import (
     SaveRunConfig,
@@ -44,6 +47,7 @@ from oodmol.training.record import TrainingRecord, validation_summary
 from oodmol.training.run_folder import (
     CHECKPOINT_DIR,
     LAST_CHECKPOINT,
+    LOCK_FILE,
     METRICS_FILE,
     RunFolderError,
     plan_run,
@@ -59,8 +63,27 @@ class RunFailed(RuntimeError):
 
 def train(cfg: DictConfig) -> dict | float | None:
     """Fit and test one model into cfg.paths.output_dir; returns its test metrics, or
-    with `optimized_metric` the value of that validation metric at the selected epoch."""
+    with `optimized_metric` the value of that validation metric at the selected epoch.
+
+    The folder is held (its lock) before it is read and until the run ends, so that a
+    second process started on it is refused instead of mixing two runs in one folder."""
     folder = Path(cfg.paths.output_dir)
+    with _hold(folder):
+        return _train(cfg, folder)
+
+
+def _hold(folder: Path) -> AbstractContextManager:
+    """The lock of the run folder, taken now, or the refusal. Under DDP only rank 0 takes
+    it: the other ranks are processes it started, training into the same folder."""
+    if global_rank() != 0:
+        return nullcontext()
+    try:
+        return FolderLock(folder, LOCK_FILE)
+    except FolderInUse as error:
+        raise _stopped(str(error), 2) from None
+
+
+def _train(cfg: DictConfig, folder: Path) -> dict | float | None:
     run = RunCallbacks(cfg, folder)  # before anything fills in the config (model widths)
     try:
         plan = plan_run(folder, cfg)

@@ -10,6 +10,9 @@ and decides: train, resume, report that the run is already done, or refuse.
 
 "Asked" is `resume=true`, or a job that SLURM requeued (`SLURM_RESTART_COUNT` > 0).
 
+While a process trains into a folder, it holds the folder's lock (`LOCK_FILE`, see
+`oodmol.locks.FolderLock`), and another process is refused at once.
+
 `ckpt_path=<file>` resumes from that file whatever the folder holds, if the checkpoint
 was written by the same task, data, split, model, seed, uq method and subset.
 """
@@ -36,6 +39,7 @@ from oodmol.training.identity import (
 METRICS_FILE = "metrics.json"
 CHECKPOINT_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"
+LOCK_FILE = ".lock"
 
 
 class RunFolderError(RuntimeError):
