@@ -1,12 +1,17 @@
 """What keeps a run folder trustworthy without training anything: a failed write leaves
 the previous file whole (checkpoints included, under every strategy a run builds, and
 the CSV log a resumed run reads back), and metrics.json, which marks a run complete,
-comes after the files it vouches for; a folder held by a running process, and only
-then, refuses another one."""
+comes after the files it vouches for; a run that failed on a full disk may go on while
+a diverged one may not; a folder held by a running process, and only then, refuses
+another one.
+
+The end-to-end versions (a real full disk, two real runs on one folder) are in
+test_run_faults.py."""
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -26,9 +31,10 @@ from oodmol.locks import FolderInUse, FolderLock
 from oodmol.predictions import SetPredictions
 from oodmol.results import write_results
 from oodmol.training.checkpoint_io import AtomicCheckpointIO, run_plugins
+from oodmol.training.identity import config_key
 from oodmol.training.loggers import CSVLogger
 from oodmol.training.run import _hold, build_trainer
-from oodmol.training.run_folder import LOCK_FILE
+from oodmol.training.run_folder import LOCK_FILE, METRICS_FILE, RunFolderError, plan_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -164,6 +170,57 @@ def test_metrics_json_comes_after_the_files_it_vouches_for(
         write_results(tmp_path, sets, {"task": "t", "uq": None}, 0.0, "y", "")
     assert (tmp_path / "predictions.csv").is_file()
     assert not (tmp_path / "metrics.json").exists()
+
+
+# ------------------------------------------------------- what a failed folder allows
+
+
+@pytest.fixture
+def run_config(tmp_path: Path):
+    """A tiny CSV task's run config, writing into tmp_path/run."""
+    csv = tmp_path / "tiny.csv"
+    csv.write_text("smiles,y\nCCO,1.0\nCCN,2.0\n")
+    folder = tmp_path / "run"
+    folder.mkdir()
+
+    def compose(*overrides: str):
+        task = ["task=csv", f"task.path={csv}", "task.target_column=y", "model=mlp"]
+        return compose_config("train", [*task, f"paths.output_dir={folder}", *overrides])
+
+    return folder, compose
+
+
+def write_failure(folder: Path, cfg, failure: dict) -> None:
+    metrics = {"config_key": config_key(cfg), "status": "failed", "failure": failure}
+    (folder / METRICS_FILE).write_text(json.dumps(metrics))
+
+
+DISK_FULL = {
+    "kind": "disk_full",
+    "resumable": True,
+    "errno": "ENOSPC",
+    "message": "no space left on device (ENOSPC) writing checkpoints/last.ckpt",
+}
+
+
+def test_disk_full_failure_goes_on_only_when_asked(run_config) -> None:
+    folder, compose = run_config
+    write_failure(folder, compose(), DISK_FULL)
+    with pytest.raises(RunFolderError) as refused:
+        plan_run(folder, compose())
+    message = str(refused.value)
+    assert "failed but can go on (no space left on device" in message
+    assert "continue it with resume=true" in message
+    # nothing saved yet: it starts over; a saved last.ckpt is resumed (test_run_faults)
+    assert plan_run(folder, compose("resume=true")).action == "train"
+
+
+def test_diverged_failure_stays_refused_even_when_asked_to_resume(run_config) -> None:
+    folder, compose = run_config
+    diverged = {"kind": "TrainingDiverged", "message": "training diverged at epoch 0"}
+    write_failure(folder, compose(), diverged)
+    with pytest.raises(RunFolderError, match="holds a failed attempt of this run"):
+        plan_run(folder, compose("resume=true"))
 
 
 # ------------------------------------------------------------- one folder, one process
