@@ -74,7 +74,8 @@ class FillDiskAtEpoch(L.Callback):
     leaving `leave` bytes free: a full disk that the run meets when it writes that
     epoch's checkpoints (Lightning calls the checkpoint callbacks after every other one).
     The ballast is allocated (`posix_fallocate`), not a sparse file that takes no room.
-    Unless FAULT_HELPERS_OFF is set: the attempt that resumes once space is freed."""
+    Rank 0 alone fills it (the one that writes checkpoints), and not where
+    FAULT_HELPERS_OFF is set: the attempt that resumes once space is freed."""
 
     def __init__(self, epoch: int, ballast: str, leave: int) -> None:
         self.epoch = epoch
@@ -84,7 +85,7 @@ class FillDiskAtEpoch(L.Callback):
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking or trainer.current_epoch != self.epoch:
             return
-        if os.environ.get("FAULT_HELPERS_OFF"):
+        if os.environ.get("FAULT_HELPERS_OFF") or not trainer.is_global_zero:
             return
         disk = os.statvfs(self.ballast.parent)
         size = disk.f_bavail * disk.f_frsize - self.leave

@@ -1,7 +1,8 @@
 """End to end, the faults of a shared cluster disk: a run that meets a full disk ends
 with one line and a resumable failure, its last good checkpoint whole, and goes on once
 space is freed to the very predictions of an uninterrupted run; two runs started on one
-folder at once are one run and one refusal.
+folder at once are one run and one refusal. Under DDP too, the full disk ends the run
+with one line (rank 1, left waiting for rank 0, is ended with it).
 
 The full disk is a small tmpfs mounted in a private mount namespace, which needs no root
 (`unshare --map-root-user --mount`); where the system does not allow that, the test is
@@ -39,10 +40,14 @@ MODEL = [
     *MORGAN,
 ]
 HELPERS = {"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests")])}
-TMPFS_SIZE = "4m"  # room for the run; the ballast then takes all but `leave` bytes
-LEAVE = {
-    "room_for_metrics": 32 * 1024,  # less than a checkpoint (~85 kB), more than metrics.json
-    "no_room_at_all": 0,
+TMPFS_SIZE = "4m"  # room for the runs; the ballast then takes all but `leave` bytes
+ROOM = 32 * 1024  # less than a checkpoint (~85 kB), more than metrics.json needs
+DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]
+# scenario: (bytes the ballast leaves free, further overrides)
+SCENARIOS = {
+    "room_for_metrics": (ROOM, []),
+    "no_room_at_all": (0, []),
+    "ddp": (ROOM, DDP),  # rank 1 waits at the checkpoint's barrier for rank 0
 }
 
 
@@ -81,8 +86,8 @@ def faults(tmp_path_factory: pytest.TempPathFactory):
 
 
 def full_disk_script(task: TinyTask, train, mount_point: Path) -> Result:
-    """In one private mount namespace (the tmpfs ends with it): for each `LEAVE`, a run
-    that meets the full disk at epoch FULL_AT, its folder copied out for the checks; then,
+    """In one private mount namespace (the tmpfs ends with it): for each of `SCENARIOS`, a
+    run that meets the full disk at epoch FULL_AT, its folder copied out for the checks; then,
     with the ballast removed, the first folder run again without resume=true (refused)
     and with it (completed), and copied out again. Outputs land in <root>/<step>.log and
     <step>.rc."""
@@ -97,7 +102,7 @@ def full_disk_script(task: TinyTask, train, mount_point: Path) -> Result:
     def keep(folder: Path, name: str) -> None:
         steps.append(f"cp -a {shlex.quote(str(folder))} {shlex.quote(str(root / name))}")
 
-    for scenario, leave in LEAVE.items():
+    for scenario, (leave, overrides) in SCENARIOS.items():
         folder, ballast = mount_point / scenario, mount_point / f"{scenario}.ballast"
         fill = [
             "+callbacks.fill._target_=fault_helpers.FillDiskAtEpoch",
@@ -105,7 +110,7 @@ def full_disk_script(task: TinyTask, train, mount_point: Path) -> Result:
             f"+callbacks.fill.ballast={ballast}",
             f"+callbacks.fill.leave={leave}",
         ]
-        task.notes[scenario] = train(folder, *fill)
+        task.notes[scenario] = train(folder, *overrides, *fill)
         step(f"{scenario}_failed", task.notes[scenario])
         keep(folder, f"{scenario}_failed")
         steps.append(f"rm {shlex.quote(str(ballast))}")
@@ -178,18 +183,19 @@ def full_disk(faults: TinyTask) -> TinyTask:
 # ------------------------------------------------------------------------ full disk
 
 
+@pytest.mark.parametrize("scenario", ["room_for_metrics", "ddp"])
 def test_full_disk_ends_the_run_with_one_line_and_a_resumable_failure(
-    full_disk: TinyTask,
+    full_disk: TinyTask, scenario: str
 ) -> None:
-    failed = step_result(full_disk, "room_for_metrics_failed")
+    failed = step_result(full_disk, f"{scenario}_failed")
     assert failed.returncode == 1, failed.output()
     assert "Traceback" not in failed.stdout
     last_line = failed.stdout.strip().splitlines()[-1]
-    folder = full_disk.notes["room_for_metrics"][-1].removeprefix("hydra.run.dir=")
+    folder = full_disk.notes[scenario][-1].removeprefix("hydra.run.dir=")
     assert last_line.startswith("[oodmol] run failed: no space left on device (ENOSPC)")
-    assert f"{folder}/checkpoints/last.ckpt (epoch {FULL_AT - 1}, step 6) is intact" in last_line
+    assert f"{folder}/checkpoints/last.ckpt (epoch {FULL_AT - 1}, step " in last_line
     assert f"hydra.run.dir={folder} resume=true" in last_line
-    metrics = metrics_of(full_disk.root / "room_for_metrics_failed")
+    metrics = metrics_of(full_disk.root / f"{scenario}_failed")
     assert metrics["status"] == "failed"
     failure = metrics["failure"]
     assert failure["kind"] == "disk_full" and failure["resumable"] is True
@@ -198,7 +204,7 @@ def test_full_disk_ends_the_run_with_one_line_and_a_resumable_failure(
     assert failure["message"] in last_line
 
 
-@pytest.mark.parametrize("scenario", list(LEAVE))
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_full_disk_keeps_the_last_good_checkpoint_and_no_temporary_file(
     full_disk: TinyTask, scenario: str
 ) -> None:
