@@ -120,6 +120,7 @@ def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
 
 
 def asked_to_resume(cfg: DictConfig) -> bool:
+    """`resume=true`, or a job SLURM requeued: a run that may go on from where it stopped."""
     return bool(cfg.get("resume")) or requeued_by_slurm()
 
 
