@@ -171,6 +171,7 @@ class TinyTask:
         self.pool.shutdown(wait=True, cancel_futures=True)
         if os.environ.get("OODMOL_E2E_TIMES"):  # where the module's wall time went
             done = {k: f.result() for k, f in self.jobs.items() if f.done() and not f.exception()}
+            done = {k: r for k, r in done.items() if isinstance(r, Result)}  # not a pair of runs
             t0 = min((r.started for r in done.values()), default=0.0)
             for name, r in sorted(done.items(), key=lambda kv: kv[1].started):
                 print(f"[e2e] {name:18s} start {r.started - t0:6.1f}s  took {r.seconds:6.1f}s")

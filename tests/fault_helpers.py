@@ -67,3 +67,45 @@ class PauseAtStep(L.Callback):
         deadline = time.monotonic() + self.timeout
         while not trainer.received_sigterm and time.monotonic() < deadline:
             time.sleep(0.1)  # the signal handler runs between these sleeps
+
+
+class FillDiskAtEpoch(L.Callback):
+    """Fills the file system that holds `ballast` once the validation of `epoch` ends,
+    leaving `leave` bytes free: a full disk that the run meets when it writes that
+    epoch's checkpoints (Lightning calls the checkpoint callbacks after every other one).
+    The ballast is allocated (`posix_fallocate`), not a sparse file that takes no room.
+    Rank 0 alone fills it (the one that writes checkpoints), and not where
+    FAULT_HELPERS_OFF is set: the attempt that resumes once space is freed."""
+
+    def __init__(self, epoch: int, ballast: str, leave: int) -> None:
+        self.epoch = epoch
+        self.ballast = Path(ballast)
+        self.leave = leave
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.sanity_checking or trainer.current_epoch != self.epoch:
+            return
+        if os.environ.get("FAULT_HELPERS_OFF") or not trainer.is_global_zero:
+            return
+        disk = os.statvfs(self.ballast.parent)
+        size = disk.f_bavail * disk.f_frsize - self.leave
+        fd = os.open(self.ballast, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        finally:
+            os.close(fd)
+
+
+class WaitForFile(L.Callback):
+    """Stands still when training starts until `path` exists (at most `timeout` seconds),
+    as a long training would still be running, so that a test can start a second run
+    on the same folder meanwhile."""
+
+    def __init__(self, path: str, timeout: float = 120.0) -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not self.path.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)

@@ -16,6 +16,7 @@ from fsspec.implementations.local import get_umask
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from oodmol.io import atomic_write_bytes, atomic_write_dir, atomic_write_json, atomic_write_text
+from oodmol.training.checkpoint_io import AtomicCheckpointIO
 
 Modes = tuple[int, int]  # (file, folder)
 
@@ -64,9 +65,12 @@ def test_atomic_writes(modes: Modes, tmp_path: Path) -> None:
     assert wrong_modes(tmp_path / "run", modes) == {}
 
 
-def test_lightning_checkpoints(modes: Modes, tmp_path: Path) -> None:
-    """Lightning saves checkpoints through fsspec, which writes a private temporary file
-    and then applies the umask: a guard that it still does (no plugin needed)."""
+def test_checkpoints(modes: Modes, tmp_path: Path) -> None:
+    """A run saves its checkpoints through `AtomicCheckpointIO` (oodmol.io's temporary
+    file); Lightning's own writer, which remote checkpoints still use, goes through
+    fsspec, which writes a private temporary file and then applies the umask: a guard
+    that it still does."""
+    AtomicCheckpointIO().save_checkpoint({"w": torch.zeros(2)}, tmp_path / "ckpt" / "last.ckpt")
     get_umask.cache_clear()  # fsspec reads the umask once per process; this test changes it
-    TorchCheckpointIO().save_checkpoint({"w": torch.zeros(2)}, tmp_path / "ckpt" / "last.ckpt")
+    TorchCheckpointIO().save_checkpoint({"w": torch.zeros(2)}, tmp_path / "ckpt" / "best.ckpt")
     assert wrong_modes(tmp_path / "ckpt", modes) == {}

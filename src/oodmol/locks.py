@@ -1,17 +1,27 @@
-"""The build lock of a cache, taken only when something must be built.
+"""The locks of oodmol's folders: a cache's build lock, and a run folder's lock.
 
-Every cache (data set table, split file, feature store) is first checked without a lock
-and without writing anything, so a complete cache on a read-only disk (a shared copy,
-a read-only mount) opens as it is. Only a missing or damaged cache takes the lock, and
-the caller checks again under it: another process may have built it meanwhile.
+A cache's build lock is taken only when something must be built. Every cache (data set
+table, split file, feature store) is first checked without a lock and without writing
+anything, so a complete cache on a read-only disk (a shared copy, a read-only mount)
+opens as it is. Only a missing or damaged cache takes the lock, and the caller checks
+again under it: another process may have built it meanwhile.
+
+A run folder's lock is held by the process that trains into it, from before it reads the
+folder until the run ends, and refuses a second process at once (`FolderInUse`): two runs
+in one folder would interleave their logs and overwrite each other's checkpoints. It is
+the operating system's lock on an open file (`flock`), which ends with its process
+however that ends, so the file a killed run leaves behind blocks no one.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
+import os
+import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -75,3 +85,62 @@ def _read_only(problem: str, folder: Path, error: OSError) -> ReadOnlyCacheError
         "`python -m oodmol.data prepare task=<task> split=<split>` run by the folder's "
         "owner), or set OODMOL_DATA_DIR (paths.data_dir) to a folder you can write to."
     )
+
+
+class FolderInUse(UserError):
+    """Another process holds the folder's lock: it is training into that folder now."""
+
+
+class FolderLock:
+    """The lock of `folder` (its file `name`), taken when made, released by `release`
+    or at the end of a `with` block, or when the process ends.
+
+    The holder writes its pid and host into the lock file, so that a refused process can
+    say who holds the folder; a holder that could not write them (a full disk) still
+    holds the lock."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / name
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(self._fd)
+            self.release()
+            raise FolderInUse(
+                f"{self.folder} is in use by another run ({holder}): refusing to run "
+                "into it at the same time. Wait for that run to end, or choose another "
+                "hydra.run.dir."
+            ) from None
+        except BaseException:
+            self.release()
+            raise
+        with suppress(OSError):
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            # unlocked explicitly: a forked worker may still hold a copy of the descriptor
+            with suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> FolderLock:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> str:
+    """What the holder wrote into the lock file ("pid N on host"), or that it is not
+    known (the holder has not written it yet, or could not)."""
+    with suppress(OSError):
+        text = os.pread(fd, 200, 0).decode(errors="replace").strip()
+        if text.startswith("pid "):
+            return text
+    return "pid unknown"

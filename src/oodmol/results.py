@@ -35,13 +35,15 @@ def write_results(
 ) -> tuple[dict, dict[str, object]]:
     """Write the files; returns the metrics and the figures by name (for loggers).
 
+    metrics.json comes last: it marks the run complete (a train.py run with it is done,
+    never trained again), so it must not exist before the files it vouches for.
+
     `header["uq"]` (method, members) becomes the "uq" section, which the uncertainty
     metrics join when any set has a σ; `calibrators` and `evaluators` name the
     recalibrations and metrics to run, None for all (see `oodmol.uq.assessment`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics, uncertainty = run_metrics(sets, header, train_median, calibrators, evaluators)
-    atomic_write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2))
     frame = pd.concat([s.frame() for s in sets.values()], ignore_index=True)
     atomic_write_text(out_dir / "predictions.csv", frame.to_csv(index=False))
     empty = np.zeros(0)
@@ -60,6 +62,7 @@ def write_results(
     figures = {"parity": parity}
     if uncertainty is not None:
         figures.update(uncertainty_figures(out_dir, uncertainty.curves, units))
+    atomic_write_text(out_dir / "metrics.json", json.dumps(metrics, indent=2))
     return metrics, figures
 
 

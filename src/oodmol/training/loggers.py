@@ -1,10 +1,16 @@
 """Loggers whose files survive a resume: the epochs logged before an interruption stay,
 the steps logged after the checkpoint the run resumes from are dropped (the resumed run
-logs them again), and a fresh start in a folder clears what an earlier attempt left."""
+logs them again), and a fresh start in a folder clears what an earlier attempt left.
+
+The CSV log is read back when a run resumes, so it is never left torn: every save
+rewrites it whole, atomically (`oodmol.io`), where Lightning appends to it in place (or
+truncates and rewrites it when a column appears), which a full disk or a kill could cut
+in the middle of a row."""
 
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -12,6 +18,8 @@ from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
 from lightning.pytorch.loggers import TensorBoardLogger as LightningTensorBoardLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+from oodmol.io import atomic_write_text
 
 
 @runtime_checkable
@@ -40,10 +48,12 @@ class CSVLogger(LightningCSVLogger):
 
 
 class _ContinuedWriter(ExperimentWriter):
-    """Starts from the rows of an existing metrics.csv logged before `resume_step`."""
+    """Starts from the rows of an existing metrics.csv logged before `resume_step`, and
+    keeps every row it wrote, so that each save replaces the file whole."""
 
     def __init__(self, log_dir: str, resume_step: int | None) -> None:
         self._resume_step = resume_step
+        self._rows: list[dict] = []
         super().__init__(log_dir)
 
     def _check_log_dir_exists(self) -> None:
@@ -53,13 +63,25 @@ class _ContinuedWriter(ExperimentWriter):
             return
         with open(path, newline="") as file:
             reader = csv.DictReader(file)
-            header = list(reader.fieldnames or [])
-            kept = [row for row in reader if int(float(row["step"])) < self._resume_step]
-        with open(path, "w", newline="") as file:
-            writer = csv.DictWriter(file, fieldnames=header)
-            writer.writeheader()
-            writer.writerows(kept)
-        self.metrics_keys = header
+            self.metrics_keys = list(reader.fieldnames or [])
+            self._rows = [row for row in reader if int(float(row["step"])) < self._resume_step]
+        self._write()
+
+    def save(self) -> None:
+        """Lightning's columns and rows (new columns sorted in), written whole."""
+        if not self.metrics:
+            return
+        self._record_new_keys()
+        self._rows.extend(self.metrics)
+        self._write()
+        self.metrics = []
+
+    def _write(self) -> None:
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=self.metrics_keys)
+        writer.writeheader()
+        writer.writerows(self._rows)
+        atomic_write_text(Path(self.metrics_file_path), text.getvalue())
 
 
 class TensorBoardLogger(LightningTensorBoardLogger):

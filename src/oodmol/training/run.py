@@ -1,13 +1,23 @@
-"""Train and test one model into its run folder: decide what the folder allows (train,
-resume, done), fit with the callbacks that make the run trustworthy, test, and record
-how it ended: complete, failed (with the reason), or stopped by a signal."""
+"""Train and test one model into its run folder: hold the folder, decide what it allows
+(train, resume, done), fit with the callbacks that make the run trustworthy, test, and
+record how it ended: complete, failed (with the reason), or stopped by a signal.
+
+A full disk (or quota) ends a run as a failure that can go on: its checkpoints are
+written atomically (`AtomicCheckpointIO`), so the last good one survives the failed
+write, metrics.json records the failure as resumable, and `resume=true` continues once
+there is space again.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import shlex
+import signal
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import lightning as L
@@ -15,6 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.strategies.launchers import _SubprocessScriptLauncher
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
@@ -25,8 +36,10 @@ from oodmol.data.features import FeatureSet
 from oodmol.errors import RunFailure
 from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.metrics import NonFinitePredictions
-from oodmol.io import atomic_write_json
+from oodmol.io import atomic_write_json, is_disk_full
+from oodmol.locks import FolderLock
 from oodmol.overrides import OverrideError
+from oodmol.parallel import global_rank
 from oodmol.provenance import package_versions
 from oodmol.runs import (
     SaveRunConfig,
@@ -35,6 +48,7 @@ from oodmol.runs import (
     build_model,
     training_statistics,
 )
+from oodmol.training.checkpoint_io import run_plugins
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.identity import config_key, run_identity
 from oodmol.training.loggers import Resumable
@@ -44,8 +58,12 @@ from oodmol.training.record import TrainingRecord, validation_summary
 from oodmol.training.run_folder import (
     CHECKPOINT_DIR,
     LAST_CHECKPOINT,
+    LOCK_FILE,
     METRICS_FILE,
+    RunFolderError,
+    last_checkpoint,
     plan_run,
+    read_run_entry,
 )
 from oodmol.training.transfer import apply_transfer
 
@@ -54,8 +72,32 @@ log = logging.getLogger("oodmol.train")
 
 def train(cfg: DictConfig) -> dict | float | None:
     """Fit and test one model into cfg.paths.output_dir; returns its test metrics, or
-    with `optimized_metric` the value of that validation metric at the selected epoch."""
+    with `optimized_metric` the value of that validation metric at the selected epoch.
+
+    The folder is held (its lock) before it is read and until the run ends, so that a
+    second process started on it is refused instead of mixing two runs in one folder."""
     folder = Path(cfg.paths.output_dir)
+    with _hold(folder):
+        try:
+            return _train(cfg, folder)
+        except OSError as error:  # one that fit_and_test did not see (the data caches)
+            if not is_disk_full(error):
+                raise
+            hint = _resume_hint(_command_line()[0], folder)
+            raise RunFailure(
+                _disk_full_line(_disk_full_reason(error, folder), None, hint)
+            ) from None
+
+
+def _hold(folder: Path) -> AbstractContextManager:
+    """The lock of the run folder, taken now, or the refusal. Under DDP only rank 0 takes
+    it: the other ranks are processes it started, training into the same folder."""
+    if global_rank() != 0:
+        return nullcontext()
+    return FolderLock(folder, LOCK_FILE)  # FolderInUse, a user error, when another holds it
+
+
+def _train(cfg: DictConfig, folder: Path) -> dict | float | None:
     run = RunCallbacks(cfg, folder)  # before anything fills in the config (model widths)
     plan = plan_run(folder, cfg)
     if plan.action == "done":
@@ -87,13 +129,20 @@ def train(cfg: DictConfig) -> dict | float | None:
         *instantiate_group(cfg.model.get("callbacks")),  # the model's own (e.g. EMA)
         *run.callbacks(statistics, dm.features),
     ]
-    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    trainer = build_trainer(cfg, callbacks, loggers)
     try:
         return run.fit_and_test(trainer, model, dm, plan.checkpoint)
     finally:  # a multirun's next job (same process) must get a W&B run of its own
         for logger in loggers:
             if isinstance(logger, WandbLogger):
                 logger.experiment.finish()
+
+
+def build_trainer(cfg: DictConfig, callbacks: list, loggers: list) -> L.Trainer:
+    """The run's Trainer, as configured (`trainer`), writing every checkpoint atomically
+    whatever its strategy (`run_plugins`)."""
+    plugins = run_plugins(instantiate(cfg.trainer.get("plugins")))
+    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, plugins=plugins)
 
 
 def instantiate_group(group: DictConfig | None) -> list:
@@ -164,8 +213,13 @@ class RunCallbacks:
         except SIGTERMException:
             raise self.preemption.stop(_resume_hint(self.overrides, self.folder)) from None
         except (TrainingDiverged, NonFinitePredictions) as error:
-            self._write_failure(trainer, error)
-            raise RunFailure(f"run failed: {error}") from None
+            failure = {"kind": type(error).__name__, "message": str(error)}
+            unrecorded = "" if self._write_failure(trainer, failure) else _UNRECORDED
+            raise RunFailure(f"run failed: {error}{unrecorded}") from None
+        except OSError as error:
+            if not is_disk_full(error):
+                raise
+            raise self._disk_full(trainer, error) from None
         if trainer.global_rank == 0 and evaluation.metrics:
             summary = {s: evaluation.metrics[s] for s in ("id", "ood")}
             log.info("test metrics:\n%s", json.dumps(summary, indent=2))
@@ -243,13 +297,40 @@ class RunCallbacks:
             )
         return objective
 
-    def _write_failure(self, trainer: L.Trainer, error: Exception) -> None:
+    def _disk_full(self, trainer: L.Trainer, error: OSError) -> RunFailure:
+        """A write refused for want of space. The failed file's temporary copy is already
+        gone (`oodmol.io`), which gives its space back for metrics.json: the failure, as
+        resumable. Under DDP the other ranks wait at the checkpoint's barrier for rank 0,
+        which will not come: they are ended, as Lightning ends them on Ctrl-C."""
+        reason = _disk_full_reason(error, self.folder)
+        failure = {
+            "kind": "disk_full",
+            "resumable": True,
+            "errno": errno.errorcode[error.errno],
+            "path": error.filename,
+            "message": reason,
+        }
+        recorded = self._write_failure(trainer, failure)
+        launcher = trainer.strategy.launcher
+        if isinstance(launcher, _SubprocessScriptLauncher):
+            launcher.kill(signal.SIGKILL)
+        hint = _resume_hint(self.overrides, self.folder)
+        return RunFailure(_disk_full_line(reason, recorded, hint))
+
+    def _write_failure(self, trainer: L.Trainer, failure: dict) -> bool:
+        """Record the failure in metrics.json (rank 0); False where the disk had no room
+        even for that."""
         if trainer.global_rank != 0:
-            return
-        failure = {"kind": type(error).__name__, "message": str(error)}
-        atomic_write_json(
-            self.folder / METRICS_FILE, self._header(trainer, "failed") | {"failure": failure}
-        )
+            return True
+        try:
+            atomic_write_json(
+                self.folder / METRICS_FILE, self._header(trainer, "failed") | {"failure": failure}
+            )
+        except OSError as error:
+            if not is_disk_full(error):
+                raise
+            return False
+        return True
 
     def _header(self, trainer: L.Trainer, status: str) -> dict:
         cfg = self.cfg
@@ -277,6 +358,31 @@ def _checkpoint_callback(trainer: L.Trainer) -> ModelCheckpoint | None:
 def _best_checkpoint(trainer: L.Trainer) -> str | None:
     selecting = _checkpoint_callback(trainer)
     return (selecting.best_model_path or None) if selecting else None
+
+
+_UNRECORDED = " (metrics.json could not record the failure: the disk is full)"
+
+
+def _disk_full_reason(error: OSError, folder: Path) -> str:
+    """What failed ("no space left on device (ENOSPC) writing <file>") and what the
+    folder still holds to resume from."""
+    what = f"{os.strerror(error.errno).lower()} ({errno.errorcode[error.errno]})"
+    where = f" writing {error.filename}" if error.filename else ""
+    last = last_checkpoint(folder)
+    if not last.is_file():
+        return f"{what}{where}; no checkpoint had been saved yet (resuming starts over)"
+    try:
+        saved = read_run_entry(last)
+    except RunFolderError as unreadable:
+        return f"{what}{where}; {unreadable}"
+    return f"{what}{where}; {last} (epoch {saved['epoch']}, step {saved['global_step']}) is intact"
+
+
+def _disk_full_line(reason: str, recorded: bool | None, hint: str) -> str:
+    """The one line a run ended by a full disk prints. `recorded`: whether metrics.json
+    holds the failure (None: the run ended before it had anything to record)."""
+    unrecorded = _UNRECORDED if recorded is False else ""
+    return f"run failed: {reason}{unrecorded}. Free some space, then resume: {hint}"
 
 
 def _command_line() -> tuple[list[str], str | None]:

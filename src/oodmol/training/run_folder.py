@@ -1,14 +1,22 @@
 """A run folder belongs to one run. Before any work, `plan_run` reads what a folder holds
 and decides: train, resume, report that the run is already done, or refuse.
 
-| the folder holds                        | this configuration         | another one |
-|-----------------------------------------|----------------------------|-------------|
-| nothing (or an attempt that saved none) | train                      | train       |
-| a finished run (metrics.json, complete) | done: its metrics          | refuse      |
-| a failed run (metrics.json, failed)     | refuse, with its failure   | refuse      |
-| an interrupted run (last.ckpt)          | resume if asked, else refuse | refuse    |
+| the folder holds                         | this configuration           | another one |
+|------------------------------------------|------------------------------|-------------|
+| nothing (or an attempt that saved none)  | train                        | train       |
+| a finished run (metrics.json, complete)  | done: its metrics            | refuse      |
+| a failed run (metrics.json, failed)      | refuse, with its failure     | refuse      |
+| a run failed on a full disk (resumable)  | resume if asked, else refuse | refuse      |
+| an interrupted run (last.ckpt)           | resume if asked, else refuse | refuse      |
 
-"Asked" is `resume=true`, or a job that SLURM requeued (`SLURM_RESTART_COUNT` > 0).
+"Asked" is `resume=true`, or a job that SLURM requeued (`SLURM_RESTART_COUNT` > 0). A
+failure is resumable where it says so (`"resumable": true`: the disk or the quota was
+full, which freeing space fixes, and the last good checkpoint is intact); a diverged
+training is not, it would diverge again. A resumable failure goes on from `last.ckpt`,
+or starts over where none was saved.
+
+While a process trains into a folder, it holds the folder's lock (`LOCK_FILE`, see
+`oodmol.locks.FolderLock`), and another process is refused at once.
 
 `ckpt_path=<file>` resumes from that file whatever the folder holds, if the checkpoint
 was written by the same task, data, split, model, seed, uq method and subset.
@@ -37,6 +45,7 @@ from oodmol.training.identity import (
 METRICS_FILE = "metrics.json"
 CHECKPOINT_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"
+LOCK_FILE = ".lock"
 
 
 class RunFolderError(UserError, RuntimeError):
@@ -79,11 +88,19 @@ def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
                 message=f"[oodmol] {folder} already holds this run, complete ({summary}): "
                 "nothing to do. Delete the folder to train it again.",
             )
-        failure = (metrics.get("failure") or {}).get("message", "no reason recorded")
-        raise RunFolderError(
-            f"{folder} holds a {status} attempt of this run ({failure}); delete the folder "
-            "to try again"
-        )
+        failure = metrics.get("failure") or {}
+        reason = failure.get("message", "no reason recorded")
+        if not failure.get("resumable"):
+            raise RunFolderError(
+                f"{folder} holds a {status} attempt of this run ({reason}); delete the "
+                "folder to try again"
+            )
+        if not asked_to_resume(cfg):
+            raise RunFolderError(
+                f"{folder} holds an attempt of this run that failed but can go on "
+                f"({reason}); once that is fixed, continue it with resume=true, or delete "
+                "the folder to start over"
+            )
     if cfg.get("ckpt_path"):
         checkpoint = Path(cfg.ckpt_path)
         saved = read_run_entry(checkpoint)
@@ -97,13 +114,18 @@ def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
         raise RunFolderError(_other_run(folder, "an interrupted run", saved["config_key"], key))
     theirs = saved.get("identity") or {}
     _check_same_seed(folder, theirs.get("seed"), (theirs.get("uq") or {}).get("member"), cfg)
-    if cfg.get("resume") or requeued_by_slurm():
+    if asked_to_resume(cfg):
         return Plan("resume", last, saved["global_step"])
     raise RunFolderError(
         f"{folder} holds an interrupted run of this configuration ({last.name}: epoch "
         f"{saved['epoch']}, step {saved['global_step']}); continue it with resume=true, "
         "or delete the folder to start over"
     )
+
+
+def asked_to_resume(cfg: DictConfig) -> bool:
+    """`resume=true`, or a job SLURM requeued: a run that may go on from where it stopped."""
+    return bool(cfg.get("resume")) or requeued_by_slurm()
 
 
 def requeued_by_slurm() -> bool:
