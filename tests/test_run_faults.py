@@ -192,7 +192,7 @@ def test_full_disk_ends_the_run_with_one_line_and_a_resumable_failure(
     assert "Traceback" not in failed.stdout
     last_line = failed.stdout.strip().splitlines()[-1]
     folder = full_disk.notes[scenario][-1].removeprefix("hydra.run.dir=")
-    assert last_line.startswith("[oodmol] run failed: no space left on device (ENOSPC)")
+    assert last_line.startswith("[oodmol train] run failed: no space left on device (ENOSPC)")
     assert f"{folder}/checkpoints/last.ckpt (epoch {FULL_AT - 1}, step " in last_line
     assert f"hydra.run.dir={folder} resume=true" in last_line
     metrics = metrics_of(full_disk.root / f"{scenario}_failed")
@@ -220,7 +220,7 @@ def test_no_room_even_for_metrics_still_says_what_happened(full_disk: TinyTask) 
     assert failed.returncode == 1, failed.output()
     assert "Traceback" not in failed.stdout
     last_line = failed.stdout.strip().splitlines()[-1]
-    assert last_line.startswith("[oodmol] run failed: no space left on device (ENOSPC)")
+    assert last_line.startswith("[oodmol train] run failed: no space left on device (ENOSPC)")
     assert f"last.ckpt (epoch {FULL_AT - 1}, step 6) is intact" in last_line
     assert "metrics.json could not record the failure: the disk is full" in last_line
     # the folder is then an interrupted run, which resume=true continues as well
@@ -258,8 +258,8 @@ def test_second_run_on_a_busy_folder_is_refused_at_once(faults: TinyTask) -> Non
     winner.ok()
     folder = faults.root / "together"
     assert loser.stderr.strip().splitlines() == [
-        f"{folder} is in use by another run (pid {winner_pid} on {socket.gethostname()}): "
-        "refusing to run into it at the same time. Wait for that run to end, or choose "
+        f"[oodmol train] {folder} is in use by another run (pid {winner_pid} on "
+        f"{socket.gethostname()}): refusing to run into it at the same time. Wait for that run to end, or choose "
         "another hydra.run.dir."
     ], loser.output()
     assert loser.stdout == ""

@@ -74,7 +74,9 @@ def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
         metrics = _read_metrics(metrics_file)
         if metrics.get("config_key") != key:
             raise RunFolderError(_other_run(folder, "a run", metrics.get("config_key"), key))
-        _check_same_seed(folder, metrics.get("seed"), (metrics.get("uq") or {}).get("member"), cfg)
+        if "seed" in metrics:  # the record of a run says whose it is
+            member = (metrics.get("uq") or {}).get("member")
+            _check_same_seed(folder, metrics["seed"], member, cfg)
         status = metrics.get("status", "complete")
         if status == "complete":
             summary = ", ".join(
@@ -113,7 +115,8 @@ def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
     if saved["config_key"] != key:
         raise RunFolderError(_other_run(folder, "an interrupted run", saved["config_key"], key))
     theirs = saved.get("identity") or {}
-    _check_same_seed(folder, theirs.get("seed"), (theirs.get("uq") or {}).get("member"), cfg)
+    if "seed" in theirs:
+        _check_same_seed(folder, theirs["seed"], (theirs.get("uq") or {}).get("member"), cfg)
     if asked_to_resume(cfg):
         return Plan("resume", last, saved["global_step"])
     raise RunFolderError(
