@@ -68,6 +68,7 @@ SETTINGS: dict[str, Setting] = {
     "num_workers": Setting(int, 0, meaning="DataLoader worker processes"),
     "eval_batch_size": Setting(int, 1, meaning="molecules per evaluation batch"),
     "model.max_epochs": Setting(int, 1, meaning="a run trains at least one epoch"),
+    "trainer.max_epochs": Setting(int, 1, meaning="a run trains at least one epoch"),
     "model.batch_size": Setting(int, 1, meaning="molecules per training batch"),
     "progress": Setting(bool),
     "resume": Setting(bool),

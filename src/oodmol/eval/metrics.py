@@ -131,7 +131,8 @@ class NonFinitePredictions(RunFailure, ValueError):
 
 
 def check_finite_predictions(y_pred: ArrayLike, names: Sequence[str]) -> None:
-    """Raise NonFinitePredictions naming the molecules whose prediction is NaN or ±inf.
+    """Raise NonFinitePredictions naming the molecules whose prediction is NaN, ±inf or
+    beyond ±`MAX_ABS_VALUE` (whose squared errors are not finite).
 
     A diverged model otherwise turns every metric into NaN with no hint of which inputs
     broke it. ``names`` (mol ids or SMILES) is aligned with ``y_pred``; the message lists
@@ -140,11 +141,13 @@ def check_finite_predictions(y_pred: ArrayLike, names: Sequence[str]) -> None:
     p = np.asarray(y_pred, dtype=float).ravel()
     if p.size != len(names):
         raise ValueError(f"y_pred has {p.size} values but names has {len(names)}")
-    bad = np.flatnonzero(~np.isfinite(p))
+    with np.errstate(invalid="ignore"):
+        bad = np.flatnonzero(~np.isfinite(p) | (np.abs(p) > MAX_ABS_VALUE))
     if bad.size == 0:
         return
     shown = ", ".join(str(names[i]) for i in bad[:_MAX_NAMES_SHOWN])
     more = f", ... ({bad.size - _MAX_NAMES_SHOWN} more)" if bad.size > _MAX_NAMES_SHOWN else ""
     raise NonFinitePredictions(
-        f"{bad.size} of {p.size} predictions are not finite (NaN/inf): {shown}{more}"
+        f"{bad.size} of {p.size} predictions are not finite (NaN/inf, or beyond "
+        f"±{MAX_ABS_VALUE:g}): {shown}{more}"
     )
