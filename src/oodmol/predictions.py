@@ -6,11 +6,20 @@ code that scores them (regression and uncertainty metrics)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from oodmol.errors import InputError
+
+PREDICTIONS_FILE = "predictions.csv"
 STD_COLUMNS = ("y_std", "y_std_epistemic", "y_std_aleatoric")
+COLUMNS = ("mol_id", "smiles", "set", "y_true", "y_pred")
+
+
+class PredictionsFileError(InputError):
+    """A run folder's predictions.csv that is not what a run writes."""
 
 
 @dataclass
@@ -56,3 +65,36 @@ def std_columns(
         "y_std_epistemic": None if var_epistemic is None else np.sqrt(var_epistemic),
         "y_std_aleatoric": None if var_aleatoric is None else np.sqrt(var_aleatoric),
     }
+
+
+def read_predictions_file(folder_or_file: str | Path) -> pd.DataFrame:
+    """A run's predictions.csv as its writer made it (in a run folder, or the file),
+    checked: the columns a run writes, whole-number mol_ids, finite numbers. A file
+    someone sent may be anything, and every reader (ensembles, campaigns, the
+    leaderboard) trusts these columns."""
+    path = Path(folder_or_file)
+    if path.is_dir():
+        path = path / PREDICTIONS_FILE
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise PredictionsFileError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise PredictionsFileError(f"{path}: unreadable ({error})") from None
+    missing = [c for c in COLUMNS if c not in frame]
+    if missing:
+        raise PredictionsFileError(f"{path}: no column {missing}; a run writes {list(COLUMNS)}")
+    numeric = ["y_true", "y_pred", *(c for c in STD_COLUMNS if c in frame)]
+    for column in ["mol_id", *numeric]:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna() | ~np.isfinite(values.astype(float))
+        if column == "mol_id":
+            bad |= values.fillna(0) != values.fillna(0).round()
+        if bad.any():
+            line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
+            raise PredictionsFileError(
+                f"{path} line {line}: {column} {frame[column].iloc[line - 2]!r} is not "
+                f"{'a molecule id' if column == 'mol_id' else 'a finite number'}"
+            )
+        frame[column] = values.astype(np.int64 if column == "mol_id" else float)
+    return frame

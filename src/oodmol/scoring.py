@@ -20,6 +20,7 @@ from oodmol.data.validate import parse_smiles
 from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.external import check_values, read_predictions, score_sets
 from oodmol.overrides import OverrideError
+from oodmol.record import RunRecord
 from oodmol.results import write_results
 from oodmol.runs import apply_matmul_precision, build_datamodule, build_model
 
@@ -147,7 +148,7 @@ def score_file(cfg: DictConfig, out_dir: Path) -> dict:
         "flags": coverage_flags(report),
     }
     train_y = data.y[data.table.rows_of(split.sets["train"])]
-    metrics, _ = write_results(
-        out_dir, sets, header, float(np.median(train_y)), task.property, task.units
+    record, _ = write_results(
+        out_dir, sets, RunRecord.of(header), float(np.median(train_y)), task.property, task.units
     )
-    return metrics
+    return record.to_json()

@@ -12,7 +12,6 @@ wherever it ran), so jobs that ran on other machines are reported too.
 from __future__ import annotations
 
 import atexit
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,8 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from oodmol.training.run_folder import METRICS_FILE, last_checkpoint
+from oodmol.record import RecordError, read_record
+from oodmol.training.run_folder import last_checkpoint
 
 SUBMITIT_DIR = ".submitit"
 
@@ -94,15 +94,15 @@ def summary(sweep_dir: Path) -> str:
 def _outcome(sweep_dir: Path, folder: Path, overrides: list[str]) -> JobOutcome:
     log = _submitit_log(sweep_dir, folder)
     try:
-        metrics = json.loads((folder / METRICS_FILE).read_text())
-    except (OSError, ValueError):
-        metrics = None
-    if isinstance(metrics, dict) and metrics.get("status", "complete") == "complete":
+        record = read_record(folder)
+    except RecordError:
+        record = None
+    if record is not None and record.complete:
         return JobOutcome(folder, overrides, "complete")
-    if isinstance(metrics, dict):
-        failure = metrics.get("failure") or {}
+    if record is not None:
+        failure = record.get("failure") or {}
         reason = f"{failure.get('kind', '?')}: {failure.get('message', 'no reason recorded')}"
-        return JobOutcome(folder, overrides, str(metrics.get("status")), reason, log)
+        return JobOutcome(folder, overrides, record.status, reason, log)
     if last_checkpoint(folder).is_file():
         reason = "stopped with a last.ckpt; a requeued job, or resume=true, goes on from it"
         return JobOutcome(folder, overrides, "interrupted", reason, log)

@@ -1,26 +1,44 @@
-"""The finished runs below a folder, as the ablation figures read them."""
+"""The finished runs below a folder, as the ablation figures read them: their records
+(`oodmol.record`), ensemble members and search trials left out."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
 from oodmol.errors import InputError, MissingFileError
+from oodmol.record import RunRecord, iter_runs
 
 
 @dataclass(frozen=True)
 class Run:
-    """One complete run: its folder and its metrics.json."""
+    """One complete, tested run."""
 
-    folder: Path
-    metrics: dict
+    record: RunRecord
 
-    def setting(self, *path: str):
-        """A setting of the run's own Hydra config (`.hydra/config.yaml`), as written
-        (interpolations unresolved); KeyError naming the file when absent."""
+    @property
+    def folder(self) -> Path:
+        return self.record.folder
+
+    @cached_property
+    def metrics(self) -> dict[str, Any]:
+        """The record as its metrics.json holds it."""
+        return self.record.to_json()
+
+    def setting(self, *path: str) -> Any:
+        """A setting of the run, from the identity its record holds (None where the
+        identity leaves out a setting at its default), or for runs recorded before
+        records held it from the run's Hydra config (`.hydra/config.yaml`, as written)."""
+        identity = self.record.identity
+        if identity is not None and path and path[0] == "split":
+            node: Any = identity
+            for key in path:
+                node = node.get(key) if isinstance(node, dict) else None
+            return node
         file = self.folder / ".hydra" / "config.yaml"
         node = OmegaConf.to_container(OmegaConf.load(file)) if file.is_file() else {}
         for key in path:
@@ -32,22 +50,14 @@ class Run:
 
 def complete_runs(folder: Path) -> tuple[list[Run], list[str]]:
     """Every run below `folder` that ended with test metrics, and why others were left out
-    (unreadable, failed, a search trial or an ensemble member)."""
+    (unreadable, failed, a search trial); ensemble members are parts of their runs."""
     if not folder.is_dir():
         raise MissingFileError(f"{folder}: no such folder")
-    runs, skipped = [], []
-    for path in sorted(folder.rglob("metrics.json")):
-        try:
-            metrics = json.loads(path.read_text())
-        except (OSError, ValueError) as error:
-            skipped.append(f"{path}: unreadable ({error})")
-            continue
-        if not isinstance(metrics, dict) or metrics.get("status") != "complete":
-            skipped.append(f"{path}: not a complete run")
-        elif not isinstance(metrics.get("ood"), dict) or "rmse" not in metrics["ood"]:
-            skipped.append(f"{path}: no OOD test metrics")
-        elif "members" in path.parts:
-            skipped.append(f"{path}: an ensemble member")
+    skipped: list[tuple[Path, str]] = []
+    runs = []
+    for record in iter_runs(folder, skipped=skipped):
+        if record.tested:
+            runs.append(Run(record))
         else:
-            runs.append(Run(path.parent, metrics))
-    return runs, skipped
+            skipped.append((record.path, "a search trial: validated, never tested"))
+    return runs, [f"{path}: {reason}" for path, reason in skipped]

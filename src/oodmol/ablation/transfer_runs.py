@@ -14,7 +14,6 @@ Runs go to `<runs>/pretrain/<s>_for_<t>/<seed>`, `<runs>/finetune/<s>_to_<t>/<se
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +21,8 @@ from pathlib import Path
 
 from oodmol.cli import run_app
 from oodmol.errors import InputError
-from oodmol.training.run_folder import CHECKPOINT_DIR, METRICS_FILE
+from oodmol.record import read_record
+from oodmol.training.run_folder import CHECKPOINT_DIR
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,7 @@ def task_args(template: str, prop: str) -> list[str]:
 
 def tested_checkpoint(folder: Path) -> Path:
     """The checkpoint a finished run tested (its best or its last epoch)."""
-    metrics = json.loads((folder / METRICS_FILE).read_text())
-    tested = metrics.get("training", {}).get("tested", "best")
+    tested = read_record(folder).training.get("tested", "best")
     return folder / CHECKPOINT_DIR / f"{tested}.ckpt"
 
 

@@ -16,7 +16,8 @@ from oodmol.comparability import EXTERNAL
 from oodmol.errors import UserError
 from oodmol.eval.metrics import MAX_ABS_VALUE
 from oodmol.predictions import SetPredictions, std_columns
-from oodmol.results import run_metrics, write_results
+from oodmol.record import METRICS_FILE, RunRecord
+from oodmol.results import scored, write_results
 
 MAX_NAMED = 5
 Values = np.ndarray | list | pd.Series | pd.DataFrame
@@ -98,15 +99,15 @@ def evaluate(
     header = _header(task, name, task.seed if seed is None else seed, bool(sigmas))
     median = task.card["train_median"]
     if save_to is None:
-        metrics, _ = run_metrics(sets, header, median)
-        return metrics
+        record, _ = scored(sets, RunRecord.of(header), median)
+        return record.to_json()
     folder = Path(save_to) / task.name / task.split / name / str(header["seed"])
-    if (folder / "metrics.json").exists() and not overwrite:
+    if (folder / METRICS_FILE).exists() and not overwrite:
         raise RunExistsError(f"{folder} already holds a run; pass overwrite=True to replace it")
-    metrics, _ = write_results(
-        folder, sets, header, median, task.card["property"], task.card["units"]
+    record, _ = write_results(
+        folder, sets, RunRecord.of(header), median, task.card["property"], task.card["units"]
     )
-    return metrics
+    return record.to_json()
 
 
 def _header(task: BenchmarkTask, name: str, seed: int, has_sigma: bool) -> dict[str, Any]:

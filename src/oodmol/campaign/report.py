@@ -33,7 +33,13 @@ def campaign_rows(folders: list[Path]) -> pd.DataFrame:
         if not Path(top).is_dir():
             raise MissingFileError(f"{top}: no such folder")
         for description in sorted(Path(top).rglob("campaign.json")):
-            rows += _rows_of(description.parent, json.loads(description.read_text()))
+            try:
+                rows += _rows_of(description.parent, json.loads(description.read_text()))
+            except (KeyError, TypeError, ValueError, AttributeError) as error:
+                raise InputError(
+                    f"{description.parent}: not a campaign folder as oodmol campaign writes "
+                    f"it ({type(error).__name__}: {error})"
+                ) from None
     if not rows:
         raise InputError(f"no recorded campaign round below {[str(f) for f in folders]}")
     return pd.DataFrame(rows)

@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 
 from oodmol.comparability import data_flags, ordered
 from oodmol.data.datamodule import TEST_SETS
-from oodmol.predictions import SetPredictions, std_columns
+from oodmol.predictions import PREDICTIONS_FILE, SetPredictions, std_columns
+from oodmol.record import RunRecord
 from oodmol.results import write_results
 
 VARIANCES = ("var_epistemic", "var_aleatoric")
@@ -93,18 +94,18 @@ class TestEvaluation(L.Callback):
             **self.facts,
         }
         header["flags"] = ordered([*self.facts.get("flags", []), *data_flags(data)])
-        metrics, figures = write_results(
+        record, figures = write_results(
             self.output_dir,
             sets,
-            header,
+            RunRecord.of(header),
             float(np.median(dm.train_targets)),
             dm.task.property,
             dm.task.units,
             calibrators=self.calibrators,
             evaluators=self.evaluators,
         )
-        self.metrics = metrics
-        _log_everywhere(trainer, metrics, figures, self.output_dir)
+        self.metrics = record.to_json()
+        _log_everywhere(trainer, self.metrics, figures, self.output_dir)
 
     @staticmethod
     def _gathered(
@@ -147,7 +148,7 @@ def _log_everywhere(trainer: L.Trainer, metrics: dict, figures: dict, output_dir
             for name in figures:
                 logger.log_image(key=name, images=[str(output_dir / f"{name}.png")])
             logger.log_table(
-                key="predictions", dataframe=pd.read_csv(output_dir / "predictions.csv")
+                key="predictions", dataframe=pd.read_csv(output_dir / PREDICTIONS_FILE)
             )
         elif isinstance(logger, TensorBoardLogger):
             for name, figure in figures.items():

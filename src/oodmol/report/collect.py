@@ -12,8 +12,6 @@ run stands beside the full runs of its model and never replaces one.
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from oodmol.errors import InputError
 from oodmol.eval.metrics import binned_r2, pearson_r2
+from oodmol.predictions import PREDICTIONS_FILE, read_predictions_file
+from oodmol.record import REQUIRED_METRICS, iter_runs
 
 # Identity of a run; two files with the same identity are the same run recorded twice.
 # "model" is the leaderboard label, which names the uq method and the flags (see
@@ -29,10 +30,6 @@ from oodmol.eval.metrics import binned_r2, pearson_r2
 RUN_KEY = ("task", "split", "split_hash", "model", "config_key", "seed")
 # Methods that are the model itself: no uq method, or the model's own σ (forest spread).
 PLAIN_METHODS = ("none", "native")
-# The metrics every run must record: section -> metric names (the value may be null = NaN).
-REQUIRED_METRICS = {"id": ("rmse", "r2"), "ood": ("rmse", "binned_r2")}
-# errors a run records: finite and never negative (a null RMSE is no result)
-ERRORS = ("rmse", "mae")
 # BOOM's R² (squared Pearson): recorded since it was found to be BOOM's; older runs get it
 # from their predictions.csv
 BOOM_R2 = {"id.pearson_r2": "id", "ood.binned_pearson_r2": "ood"}
@@ -44,38 +41,6 @@ class Collection:
 
     runs: pd.DataFrame
     skipped: list[tuple[Path, str]] = field(default_factory=list)
-
-
-def _validate(record: Any) -> None:
-    """Raise ValueError saying what is wrong with one parsed metrics.json."""
-    if not isinstance(record, dict):
-        raise ValueError(f"top level is {type(record).__name__}, expected an object")
-    for key in ("task", "split", "split_hash", "model"):
-        if not isinstance(record.get(key), str) or not record[key]:
-            raise ValueError(f"'{key}' missing or not a non-empty string")
-    seed = record.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise ValueError(f"'seed' is not an integer: {seed!r}")
-    for section, names in REQUIRED_METRICS.items():
-        metrics = record.get(section)
-        if not isinstance(metrics, dict):
-            raise ValueError(f"'{section}' missing or not an object")
-        for name in names:
-            if name not in metrics:
-                raise ValueError(f"'{section}.{name}' missing")
-            value = metrics[name]
-            if value is not None and (
-                not isinstance(value, int | float) or isinstance(value, bool)
-            ):
-                raise ValueError(f"'{section}.{name}' is not a number: {value!r}")
-            if value is not None and not math.isfinite(value):
-                raise ValueError(f"'{section}.{name}' is not finite: {value!r}")
-        for name in ERRORS:
-            value = metrics.get(name)
-            if name in metrics and not (
-                isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
-            ):
-                raise ValueError(f"'{section}.{name}' must be an error ≥ 0: {value!r}")
 
 
 def model_label(record: dict[str, Any]) -> str:
@@ -93,38 +58,6 @@ def model_label(record: dict[str, Any]) -> str:
     return f"{label} [{', '.join(flags)}]" if flags else label
 
 
-def _not_a_result(record: Any) -> str | None:
-    """Why a parsed metrics.json holds no test result to rank, or None."""
-    if not isinstance(record, dict):
-        return None  # _validate says what is wrong
-    status = record.get("status", "complete")
-    if status != "complete":
-        reason = (record.get("failure") or {}).get("message")
-        return f"a {status} run" + (f": {reason}" if reason else "")
-    if "objective" in record and "id" not in record:
-        return "a search trial: validated, never tested"
-    return None
-
-
-def _is_member(record: dict[str, Any]) -> bool:
-    """An ensemble member's own files: part of a run (combined in its parent), not one."""
-    uq = record.get("uq")
-    return isinstance(uq, dict) and uq.get("member") is not None
-
-
-def _read(path: Path) -> dict[str, Any]:
-    """Parse and validate one file; every failure comes out as ValueError."""
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"unreadable: {exc}") from exc
-    reason = _not_a_result(record)
-    if reason:
-        raise ValueError(reason)
-    _validate(record)
-    return record
-
-
 def collect_runs(runs_dir: str | Path) -> Collection:
     """Load every ``metrics.json`` below ``runs_dir`` (recursively, in sorted path order).
 
@@ -139,14 +72,12 @@ def collect_runs(runs_dir: str | Path) -> Collection:
     records: list[dict[str, Any]] = []
     skipped: list[tuple[Path, str]] = []
     seen: dict[tuple, Path] = {}
-    for path in sorted(Path(runs_dir).rglob("metrics.json")):
-        try:
-            record = _read(path)
-        except ValueError as exc:
-            skipped.append((path, str(exc)))
+    for run in iter_runs(runs_dir, skipped=skipped):
+        path = run.path
+        if not run.tested:
+            skipped.append((path, "a search trial: validated, never tested"))
             continue
-        if _is_member(record):
-            continue
+        record = run.to_json()
         record = {**record, "model_name": record["model"], "model": model_label(record)}
         key = tuple(record.get(k) for k in RUN_KEY)
         if key in seen:
@@ -172,9 +103,12 @@ def _with_boom_r2(runs: pd.DataFrame) -> pd.DataFrame:
     for index in runs.index[lacking]:
         folder = Path(runs.at[index, "path"]).parent
         median = runs.at[index, "train_median"] if "train_median" in runs else np.nan
-        if not (folder / "predictions.csv").is_file() or not np.isfinite(median):
+        if not (folder / PREDICTIONS_FILE).is_file() or not np.isfinite(median):
             continue
-        predictions = pd.read_csv(folder / "predictions.csv")
+        try:
+            predictions = read_predictions_file(folder)
+        except InputError:  # the run's record stands; BOOM's R² stays unknown
+            continue
         test_id = predictions[predictions["set"] == "id"]
         ood = predictions[predictions["set"] == "ood"]
         runs.at[index, "id.pearson_r2"] = pearson_r2(test_id["y_true"], test_id["y_pred"])

@@ -36,11 +36,12 @@ from oodmol.data.features import FeatureSet
 from oodmol.errors import RunFailure
 from oodmol.eval.callbacks import TestEvaluation
 from oodmol.eval.metrics import NonFinitePredictions
-from oodmol.io import atomic_write_json, is_disk_full
+from oodmol.io import is_disk_full
 from oodmol.locks import FolderLock
 from oodmol.overrides import OverrideError
 from oodmol.parallel import global_rank
 from oodmol.provenance import package_versions
+from oodmol.record import RunRecord
 from oodmol.runs import (
     SaveRunConfig,
     apply_matmul_precision,
@@ -59,7 +60,6 @@ from oodmol.training.run_folder import (
     CHECKPOINT_DIR,
     LAST_CHECKPOINT,
     LOCK_FILE,
-    METRICS_FILE,
     RunFolderError,
     last_checkpoint,
     plan_run,
@@ -232,6 +232,7 @@ class RunCallbacks:
         shortened = budget["overrides"] or budget["debug"] or budget["stopped_short"]
         return {
             "config_key": self.key,
+            "identity": self.run_entry["identity"],
             "train_seconds": self.record.train_seconds,
             "training": {
                 **self.record.summary(),
@@ -291,10 +292,7 @@ class RunCallbacks:
             )
         objective = {"name": name, "value": best[name], "epoch": best["epoch"]}
         if trainer.global_rank == 0:
-            atomic_write_json(
-                self.folder / METRICS_FILE,
-                self._header(trainer, "complete") | {"objective": objective},
-            )
+            self._record(trainer, "complete").with_sections(objective=objective).write(self.folder)
         return objective
 
     def _disk_full(self, trainer: L.Trainer, error: OSError) -> RunFailure:
@@ -323,27 +321,28 @@ class RunCallbacks:
         if trainer.global_rank != 0:
             return True
         try:
-            atomic_write_json(
-                self.folder / METRICS_FILE, self._header(trainer, "failed") | {"failure": failure}
-            )
+            self._record(trainer, "failed").with_sections(failure=failure).write(self.folder)
         except OSError as error:
             if not is_disk_full(error):
                 raise
             return False
         return True
 
-    def _header(self, trainer: L.Trainer, status: str) -> dict:
+    def _record(self, trainer: L.Trainer, status: str) -> RunRecord:
+        """The record of a run that ends without a test: a search trial, a failure."""
         cfg = self.cfg
-        return {
-            "task": cfg.task.name,
-            "split": cfg.split.name,
-            "model": cfg.model.name,
-            "seed": cfg.seed,
-            "uq": {"method": cfg.uq.name, "member": cfg.uq.member},
-            "status": status,
-            **self._facts(trainer),
-            "versions": package_versions(),
-        }
+        return RunRecord.of(
+            {
+                "task": cfg.task.name,
+                "split": cfg.split.name,
+                "model": cfg.model.name,
+                "seed": cfg.seed,
+                "uq": {"method": cfg.uq.name, "member": cfg.uq.member},
+                "status": status,
+                **self._facts(trainer),
+                "versions": package_versions(),
+            }
+        )
 
 
 def _checkpoint_callback(trainer: L.Trainer) -> ModelCheckpoint | None:

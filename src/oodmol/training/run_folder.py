@@ -24,7 +24,6 @@ was written by the same task, data, split, model, seed, uq method and subset.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 from omegaconf import DictConfig
 
 from oodmol.errors import UserError
+from oodmol.record import METRICS_FILE, RecordError, RunRecord, read_record
 from oodmol.runs import RUN_KEY
 from oodmol.training.identity import (
     config_key,
@@ -42,7 +42,6 @@ from oodmol.training.identity import (
     run_identity,
 )
 
-METRICS_FILE = "metrics.json"
 CHECKPOINT_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"
 LOCK_FILE = ".lock"
@@ -69,15 +68,13 @@ def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
     folder = Path(folder)
     key = config_key(cfg)
     identity = run_identity(cfg)
-    metrics_file = folder / METRICS_FILE
-    if metrics_file.is_file():
-        metrics = _read_metrics(metrics_file)
-        if metrics.get("config_key") != key:
-            raise RunFolderError(_other_run(folder, "a run", metrics.get("config_key"), key))
-        if "seed" in metrics:  # the record of a run says whose it is
-            member = (metrics.get("uq") or {}).get("member")
-            _check_same_seed(folder, metrics["seed"], member, cfg)
-        status = metrics.get("status", "complete")
+    if (folder / METRICS_FILE).is_file():
+        record = _read_record(folder)
+        if record.config_key != key:
+            raise RunFolderError(_other_run(folder, "a run", record.config_key, key))
+        if record.seed is not None:  # the record of a run says whose it is
+            _check_same_seed(folder, record.seed, record.member, cfg)
+        metrics, status = record.to_json(), record.status
         if status == "complete":
             summary = ", ".join(
                 f"{name.upper()} RMSE {metrics[name]['rmse']:.4g}"
@@ -163,16 +160,11 @@ def check_same_run(checkpoint: Path, theirs: dict, ours: dict) -> None:
         )
 
 
-def _read_metrics(path: Path) -> dict:
+def _read_record(folder: Path) -> RunRecord:
     try:
-        metrics = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise RunFolderError(
-            f"{path} cannot be read ({error}); delete its folder to run again"
-        ) from error
-    if not isinstance(metrics, dict):
-        raise RunFolderError(f"{path} is not a run's metrics file; delete its folder")
-    return metrics
+        return read_record(folder)
+    except RecordError as error:
+        raise RunFolderError(f"{error}; delete the folder {folder} to run again") from None
 
 
 def _check_same_seed(folder: Path, seed: Any, member: Any, cfg: DictConfig) -> None:

@@ -7,7 +7,6 @@ A member folder holds a normal run's metrics.json (with `uq.member`) and predict
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +15,8 @@ import pandas as pd
 
 from oodmol.comparability import ordered
 from oodmol.errors import UserError
-from oodmol.predictions import SetPredictions, std_columns
+from oodmol.predictions import SetPredictions, read_predictions_file, std_columns
+from oodmol.record import RunRecord, iter_runs, read_record
 from oodmol.results import write_results
 from oodmol.uq.mixture import mixture
 from oodmol.uq.seeds import run_seed
@@ -33,14 +33,12 @@ class MemberError(UserError, ValueError):
 def find_members(folder: str | Path) -> list[Path]:
     """Member folders below `folder`: those whose metrics.json names a member index,
     ordered by that index."""
-    found = []
-    for path in sorted(Path(folder).rglob("metrics.json")):
-        member = (json.loads(path.read_text()).get("uq") or {}).get("member")
-        if member is not None:
-            found.append((member, path.parent))
+    if not Path(folder).is_dir():
+        raise MemberError(f"{folder}: no such folder of ensemble members")
+    found = sorted((r.member, r.folder) for r in iter_runs(folder, kind="members"))
     if not found:
         raise MemberError(f"no ensemble member (metrics.json with uq.member) below {folder}")
-    return [path for _, path in sorted(found)]
+    return [path for _, path in found]
 
 
 def _variances(frame: pd.DataFrame) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -109,8 +107,8 @@ def combine_members(
     into `out_dir`, with the named uncertainty recalibrations and metrics (None: all);
     returns its metrics."""
     member_dirs = [Path(d) for d in member_dirs]
-    headers = [json.loads((d / "metrics.json").read_text()) for d in member_dirs]
-    frames = [pd.read_csv(d / "predictions.csv") for d in member_dirs]
+    headers = [read_record(d).to_json() for d in member_dirs]
+    frames = [read_predictions_file(d) for d in member_dirs]
     key = ["set", "mol_id"]
     reference = frames[0][key]
     for d, frame in zip(member_dirs, frames, strict=True):
@@ -139,14 +137,14 @@ def combine_members(
                 **{k: None if v is None else v[mask] for k, v in stds.items()},
             )
     header = _run_header(headers, member_dirs)
-    metrics, _ = write_results(
+    record, _ = write_results(
         Path(out_dir),
         sets,
-        header,
+        RunRecord.of(header),
         headers[0]["train_median"],
         header["property"],
         header["units"],
         calibrators=calibrators,
         evaluators=evaluators,
     )
-    return metrics
+    return record.to_json()
