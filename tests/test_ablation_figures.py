@@ -18,7 +18,14 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _run(folder: Path, metrics: dict, config: str = "") -> None:
     folder.mkdir(parents=True)
-    record = {"status": "complete", "split_hash": "h", "training": {"max_epochs": 30}, **metrics}
+    record = {
+        "status": "complete",
+        "split_hash": "h",
+        "training": {"max_epochs": 30},
+        "id": {"rmse": 1.0, "r2": 0.5},
+        **metrics,
+    }
+    record["ood"] = {"binned_r2": 0.5, **record.get("ood", {})}
     (folder / "metrics.json").write_text(json.dumps(record))
     if config:
         (folder / ".hydra").mkdir()
@@ -63,10 +70,10 @@ def test_augmentation_without_n0_or_with_two_holdouts_is_an_error(tmp_path: Path
     cfg = "split:\n  n_augment: {}\n"
     base = {"task": "t", "model": "mlp", "split": "ood_augmented", "seed": 0}
     _run(tmp_path / "a" / "1", {**base, "ood": {"rmse": 1.0, "n": 5}}, cfg.format(100))
-    assert main(["augmentation", str(tmp_path / "a"), "--out", str(tmp_path / "o")]) == 1
+    assert main(["augmentation", str(tmp_path / "a"), "--out", str(tmp_path / "o")]) == 2
     assert "no run with n_augment=0" in capsys.readouterr().err
     _run(tmp_path / "a" / "0", {**base, "ood": {"rmse": 1.0, "n": 6}}, cfg.format(0))
-    assert main(["augmentation", str(tmp_path / "a"), "--out", str(tmp_path / "o")]) == 1
+    assert main(["augmentation", str(tmp_path / "a"), "--out", str(tmp_path / "o")]) == 2
     assert "hold-outs of sizes [5, 6]" in capsys.readouterr().err
 
 

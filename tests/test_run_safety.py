@@ -11,7 +11,6 @@ test_run_faults.py."""
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import subprocess
@@ -29,12 +28,13 @@ from oodmol.errors import UserError
 from oodmol.io import atomic_write_bytes, is_disk_full
 from oodmol.locks import FolderInUse, FolderLock
 from oodmol.predictions import SetPredictions
+from oodmol.record import RunRecord
 from oodmol.results import write_results
 from oodmol.training.checkpoint_io import AtomicCheckpointIO, run_plugins
 from oodmol.training.identity import config_key
 from oodmol.training.loggers import CSVLogger
 from oodmol.training.run import _hold, build_trainer
-from oodmol.training.run_folder import LOCK_FILE, METRICS_FILE, RunFolderError, plan_run
+from oodmol.training.run_folder import LOCK_FILE, RunFolderError, plan_run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -167,7 +167,7 @@ def test_metrics_json_comes_after_the_files_it_vouches_for(
         for name in ("id", "ood")
     }
     with pytest.raises(OSError):
-        write_results(tmp_path, sets, {"task": "t", "uq": None}, 0.0, "y", "")
+        write_results(tmp_path, sets, RunRecord("t", "ood", "m", 0), 0.0, "y", "")
     assert (tmp_path / "predictions.csv").is_file()
     assert not (tmp_path / "metrics.json").exists()
 
@@ -191,8 +191,9 @@ def run_config(tmp_path: Path):
 
 
 def write_failure(folder: Path, cfg, failure: dict) -> None:
-    metrics = {"config_key": config_key(cfg), "status": "failed", "failure": failure}
-    (folder / METRICS_FILE).write_text(json.dumps(metrics))
+    record = RunRecord(cfg.task.name, cfg.split.name, cfg.model.name, cfg.seed, "failed")
+    record.config_key = config_key(cfg)
+    record.with_sections(failure=failure).write(folder)
 
 
 DISK_FULL = {

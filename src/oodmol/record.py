@@ -239,8 +239,9 @@ def iter_runs(
             continue
         if complete and not record.complete:
             if skipped is not None:
-                failure = (record.get("failure") or {}).get("message", "no reason recorded")
-                skipped.append((path, f"status {record.status} ({failure})"))
+                failure = (record.get("failure") or {}).get("message")
+                reason = f"a {record.status} run" + (f": {failure}" if failure else "")
+                skipped.append((path, reason))
             continue
         yield record
 
