@@ -20,7 +20,7 @@ from sklearn.neural_network import MLPRegressor
 
 from oodmol.benchmark.task import load
 from oodmol.data.features import VectorFeatures
-from oodmol.eval.metrics import binned_r2, pearson_r2
+from oodmol.metrics.regression import binned_r2, pearson_r2
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ from torch_geometric.data import Batch, Data
 from oodmol.config import compose_config
 from oodmol.data.batches import GraphBatch
 from oodmol.data.featurize.base import inputs_of
-from oodmol.runs import build_datamodule, build_model, training_statistics
+from oodmol.training.build import build_datamodule, build_model, training_statistics
 
 
 class EpochTimer(L.Callback):

@@ -93,7 +93,7 @@ def measure(which: str, batch_size: int, n_batches: int) -> dict:
     from roofline import matmul_floor_ms
 
     import oodmol.models.neighbors as neighbors
-    from oodmol.runs import build_model, training_statistics
+    from oodmol.training.build import build_model, training_statistics
 
     neighbors.HAS_TORCH_CLUSTER = False  # ours searches as in the project's environment
     batches, cfg, dm = benchmark_batches(batch_size, n_batches)

@@ -42,7 +42,7 @@ def benchmark_batches(batch_size: int, n_batches: int):
     """The datamodule of `model=mace` on csd10k_density and `n_batches + 1` batches of its
     training molecules in a fixed random order (the first is the warm-up), in float64."""
     from oodmol.config import compose_config
-    from oodmol.runs import build_datamodule, training_statistics
+    from oodmol.training.build import build_datamodule, training_statistics
 
     cfg = compose_config(
         "train", ["model=mace", "task=csd10k_density", "split=ood", "progress=false"]
@@ -64,7 +64,7 @@ def measure(side: str, batch_size: int, n_batches: int) -> dict:
     """One side's figures (run in a child process, so that its peak memory is its own)."""
     from mace_reference import reference_inputs, reference_model
 
-    from oodmol.runs import build_model
+    from oodmol.training.build import build_model
 
     torch.set_default_dtype(torch.float64)
     cfg, statistics, batches = benchmark_batches(batch_size, n_batches)

@@ -117,7 +117,7 @@ def benchmark_setup(name: str, batch_size: int, n_batches: int, task: str = "csd
     positions of `n_batches + 1` batches of `benchmark_molecules` (the first is the
     warm-up): the same molecules for every model and every bench."""
     from oodmol.config import compose_config
-    from oodmol.runs import build_datamodule
+    from oodmol.training.build import build_datamodule
 
     cfg = compose_config("train", [f"model={name}", f"task={task}", "split=ood", "progress=false"])
     dm = build_datamodule(cfg)
@@ -156,7 +156,7 @@ def measure(
 ) -> dict:
     """One model's figures (run in a child process)."""
     from oodmol.models.neighbors import radius_graph
-    from oodmol.runs import build_model, training_statistics
+    from oodmol.training.build import build_model, training_statistics
 
     cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches, task)
     dataset = dm.datasets["train"]

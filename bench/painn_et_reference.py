@@ -149,7 +149,7 @@ def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
     from roofline import matmul_floor_ms
 
     import oodmol.models.neighbors as neighbors
-    from oodmol.runs import build_model, training_statistics
+    from oodmol.training.build import build_model, training_statistics
 
     neighbors.HAS_TORCH_CLUSTER = False  # the search of the project's environment
     cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches)

@@ -142,7 +142,7 @@ def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
     from roofline import matmul_floor_ms
 
     import oodmol.models.neighbors as neighbors
-    from oodmol.runs import build_model, training_statistics
+    from oodmol.training.build import build_model, training_statistics
 
     neighbors.HAS_TORCH_CLUSTER = False  # both search as in the project's environment
     cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches)

@@ -206,7 +206,7 @@ def measure(name: str, batch_size: int, n_batches: int) -> dict:
     from models_throughput import benchmark_setup, training_step
     from torch.profiler import ProfilerActivity, profile
 
-    from oodmol.runs import build_model, training_statistics
+    from oodmol.training.build import build_model, training_statistics
 
     cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches)
     dataset = dm.datasets["train"]

@@ -48,7 +48,7 @@ def padded_to(batch: TokenBatch, width: int, pad_id: int) -> TokenBatch:
 
 def measure(name: str, n_batches: int, seed: int, overrides: list[str]) -> list[dict]:
     from oodmol.config import compose_config
-    from oodmol.runs import build_datamodule, build_model, training_statistics
+    from oodmol.training.build import build_datamodule, build_model, training_statistics
 
     cfg = compose_config(
         "train",

@@ -20,9 +20,9 @@ import oodmol.apps.train
 import oodmol.benchmark
 import oodmol.cli
 import oodmol.data.__main__
-import oodmol.prediction
+import oodmol.inference.predict
+import oodmol.inference.rescore
 import oodmol.report.__main__
-import oodmol.scoring
 import oodmol.training.run
 from oodmol.cli import HYDRA_APPS
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from oodmol.training.identity import EXECUTION_KEYS
+from oodmol.identity import EXECUTION_KEYS
 
 pytestmark = pytest.mark.skipif(
     platform.libc_ver()[0] != "glibc", reason="a glibc malloc setting (Linux)"

@@ -10,9 +10,9 @@ from geometry_helpers import point_cloud_batch
 from torch import nn
 
 from oodmol.data.batches import PointCloudBatch, VectorBatch
-from oodmol.models.likelihood import GaussianLikelihood
 from oodmol.models.module import PropertyRegressor, atom_counts
 from oodmol.models.prior import AtomReference
+from oodmol.uq.likelihood import GaussianLikelihood
 
 OFFSETS = {"1": -0.5, "6": 2.0, "7": 3.0, "8": 5.0}
 REFERENCE = {"offsets": OFFSETS, "residual_mean": 0.25, "residual_std": 2.0}

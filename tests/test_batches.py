@@ -14,7 +14,7 @@ from oodmol.data.features import GraphSet, TensorSet
 from oodmol.data.featurize.base import MolInput
 from oodmol.data.featurize.graph2d import Graph2D
 from oodmol.data.featurize.graph3d import Graph3D
-from oodmol.runs import build_model
+from oodmol.training.build import build_model
 
 
 def test_vector_batch_without_targets_counts_its_molecules() -> None:

@@ -15,7 +15,7 @@ import pytest
 from e2e_helpers import MLP, QUIET, RF, Result, TinyTask, load_tiny_split
 from rdkit import Chem
 
-from oodmol.prediction import _validated
+from oodmol.inference.predict import _validated
 
 OODMOL = str(Path(sys.executable).parent / "oodmol")  # the console script pyproject declares
 # a tiny Regression Transformer: its predictions carry the per-molecule `malformed` flag

@@ -20,7 +20,7 @@ from oodmol.config import CONFIG_DIR_ENV, compose_config, config_dir
 from oodmol.data.statistics import TrainingSplit, compute_statistics
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
-from oodmol.runs import build_model
+from oodmol.training.build import build_model
 
 CONFIGS = config_dir()
 # a few training molecules for the statistics a model declares

@@ -12,7 +12,7 @@ import pytest
 from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.splits.splitters import RandomSplitter
 from oodmol.data.task import TaskData, csv_task, load_task
-from oodmol.eval.external import PredictionFileError, check_values, read_predictions, score_sets
+from oodmol.scoring.external import PredictionFileError, check_values, read_predictions, score_sets
 
 
 @pytest.fixture

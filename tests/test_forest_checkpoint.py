@@ -18,10 +18,10 @@ from packaging.version import Version
 from sklearn.ensemble import RandomForestRegressor
 
 from oodmol.data.batches import VectorBatch
+from oodmol.inference.predict import predict_file
+from oodmol.inference.rescore import score_checkpoint
 from oodmol.models.sklearn import RandomForestModule
 from oodmol.models.tree_arrays import ForestArrays
-from oodmol.prediction import predict_file
-from oodmol.scoring import score_checkpoint
 from oodmol.training.run_folder import RunFolderError, read_run_entry
 
 REPO = Path(__file__).resolve().parents[1]

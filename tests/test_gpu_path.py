@@ -21,12 +21,12 @@ from pyg_helpers import TINY_DIMENETPP, tiny_schnet, tiny_visnet
 
 from oodmol.config import compose_config
 from oodmol.data.batches import GraphBatch, PointCloudBatch, TokenBatch, VectorBatch
+from oodmol.identity import config_key
 from oodmol.models.backbones.dimenetpp import DimeNetPP
 from oodmol.models.backbones.egnn import EGNN
 from oodmol.models.backbones.et import EquivariantTransformer
 from oodmol.models.backbones.painn import PaiNN
 from oodmol.models.module import PropertyRegressor
-from oodmol.training.identity import config_key
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 BACKBONES = {

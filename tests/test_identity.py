@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 
 from oodmol.config import compose_config, config_dir
 from oodmol.data.task import csv_task
-from oodmol.training.identity import config_key, describe, run_identity
+from oodmol.identity import config_key, describe, run_identity
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from oodmol.eval.metrics import (
+from oodmol.metrics.regression import (
     binned_r2,
     check_finite_predictions,
     pearson_r2,

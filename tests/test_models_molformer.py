@@ -21,7 +21,7 @@ from oodmol.models.backbones.molformer import (
     convert_ibm_state_dict,
     rotate,
 )
-from oodmol.models.likelihood import AbsoluteErrorLikelihood
+from oodmol.uq.likelihood import AbsoluteErrorLikelihood
 
 SIZES = dict(layers=2, heads=2, hidden=16, intermediate=16, features=8)
 

@@ -26,7 +26,7 @@ from oodmol.data.rt_tokens import (
 )
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
-from oodmol.eval.regression import compute_metrics
+from oodmol.metrics.sets import compute_metrics
 from oodmol.models.backbones.rt import (
     RTEncoder,
     RTLanguageModel,

@@ -1,6 +1,6 @@
 """`oodmol.eval` (regression metrics, parity plot, external predictions) and `oodmol.uq`
 (uncertainty methods and their assessment) never import each other, in either direction;
-what needs both (writing a run's result files) lives above them, in `oodmol.results`."""
+what needs both (writing a run's result files) lives above them, in `oodmol.scoring.results`."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from oodmol.uq.evaluation import UncertaintyReport
 def late():
     from . import callbacks
-    import oodmol.uq.combine
+    import oodmol.training.ensembles
 """
     names = imported_modules(source, "oodmol.eval.results")
     assert {
@@ -74,7 +74,7 @@ def late():
         "oodmol.uq",
         "oodmol.uq.plots",
         "oodmol.uq.evaluation",
-        "oodmol.eval.callbacks",
-        "oodmol.uq.combine",
+        "oodmol.training.test_evaluation",
+        "oodmol.training.ensembles",
     } <= names
     assert not within("oodmol.uqx", "oodmol.uq")

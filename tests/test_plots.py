@@ -3,7 +3,7 @@
 import pytest
 from matplotlib.figure import Figure
 
-from oodmol.eval.plots import parity_plot
+from oodmol.metrics.plots import parity_plot
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

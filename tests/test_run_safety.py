@@ -25,13 +25,13 @@ from lightning_utilities.core.rank_zero import rank_zero_only
 
 from oodmol.config import compose_config
 from oodmol.errors import UserError
+from oodmol.identity import config_key
 from oodmol.io import atomic_write_bytes, is_disk_full
 from oodmol.locks import FolderInUse, FolderLock
 from oodmol.predictions import SetPredictions
 from oodmol.record import RunRecord
-from oodmol.results import write_results
+from oodmol.scoring.results import write_results
 from oodmol.training.checkpoint_io import AtomicCheckpointIO, run_plugins
-from oodmol.training.identity import config_key
 from oodmol.training.loggers import CSVLogger
 from oodmol.training.run import _hold, build_trainer
 from oodmol.training.run_folder import LOCK_FILE, RunFolderError, plan_run
@@ -159,7 +159,7 @@ def test_metrics_json_comes_after_the_files_it_vouches_for(
     def broken_figure(path: Path, *args: object, **kwargs: object) -> None:
         full_disk()
 
-    monkeypatch.setattr("oodmol.results.parity_plot", broken_figure)
+    monkeypatch.setattr("oodmol.scoring.results.parity_plot", broken_figure)
     sets = {
         name: SetPredictions(
             name, np.arange(3), np.array(["C", "CC", "CCC"]), np.zeros(3), np.ones(3)

@@ -444,7 +444,7 @@ def test_unknown_key_is_refused(tiny: TinyTask) -> None:
 
 
 def test_non_finite_prediction_names_the_molecule() -> None:
-    from oodmol.eval.regression import compute_metrics
+    from oodmol.metrics.sets import compute_metrics
     from oodmol.predictions import SetPredictions
 
     def predictions(name, ids, smiles, pred):

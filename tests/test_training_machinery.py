@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
+from oodmol.models.optim import build_optimizer, parameter_groups
 from oodmol.models.schedules import linear_decay, warmup_cosine
-from oodmol.training.optim import build_optimizer, parameter_groups
 
 
 class Tiny(nn.Module):

@@ -12,10 +12,10 @@ import torch
 
 from oodmol.config import compose_config
 from oodmol.data.batches import VectorBatch
+from oodmol.identity import config_key
 from oodmol.models.backbones.mlp import MLPBackbone
 from oodmol.models.module import PropertyRegressor
-from oodmol.runs import CONFIG_KEY, RUN_KEY
-from oodmol.training.identity import config_key
+from oodmol.training.build import CONFIG_KEY, RUN_KEY
 from oodmol.training.transfer import TransferError, apply_transfer, load_matching
 
 PARTS = {"body": ["backbone.net"]}

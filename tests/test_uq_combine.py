@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oodmol.uq.__main__ import main
-from oodmol.uq.combine import MemberError, combine_members, find_members
+from oodmol.apps.uq import main
+from oodmol.training.ensembles import MemberError, combine_members, find_members
 from oodmol.uq.seeds import member_seed
 
 # two members, molecules: id 1 (y 1.0), ood 2 (y 5.0), val 3 and 4 (y 0.0, 2.0)

@@ -7,7 +7,6 @@ from torch import nn
 
 from oodmol.data.batches import VectorBatch
 from oodmol.models.backbones.mlp import MLPBackbone
-from oodmol.models.likelihood import GaussianLikelihood
 from oodmol.models.module import PropertyRegressor
 from oodmol.uq.dropout import (
     ConcreteDropout,
@@ -15,6 +14,7 @@ from oodmol.uq.dropout import (
     LearnedConcreteDropout,
     MCDropout,
 )
+from oodmol.uq.likelihood import GaussianLikelihood
 
 BATCH = VectorBatch(x=torch.randn(8, 4), y=torch.randn(8), index=torch.arange(8))
 

@@ -11,15 +11,15 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from oodmol.config import compose_config, config_dir
-from oodmol.models.likelihood import GaussianLikelihood
 from oodmol.predictions import SetPredictions
-from oodmol.runs import build_datamodule, uq_module_arguments
+from oodmol.training.build import build_datamodule, uq_module_arguments
+from oodmol.training.members import run_members
 from oodmol.uq.assessment import assess_uncertainty
 from oodmol.uq.calibrators import CALIBRATORS, CONFORMAL_NOTE
 from oodmol.uq.dropout import FixedRateDropout, LearnedConcreteDropout
 from oodmol.uq.estimators import ESTIMATORS, estimator_from_config
 from oodmol.uq.evaluators import EVALUATORS
-from oodmol.uq.members import run_members
+from oodmol.uq.likelihood import GaussianLikelihood
 from oodmol.uq.registry import Registry, UnknownName
 
 REGISTRIES = {"estimator": ESTIMATORS, "calibrator": CALIBRATORS, "evaluator": EVALUATORS}
@@ -135,7 +135,7 @@ def test_a_setting_the_estimator_does_not_have_is_refused(uq_config: Compose) ->
                 "members": 1,
                 "module": {
                     "likelihood": {
-                        "_target_": "oodmol.models.likelihood.GaussianLikelihood",
+                        "_target_": "oodmol.uq.likelihood.GaussianLikelihood",
                         "min_variance": 1e-6,
                     }
                 },

@@ -12,10 +12,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from oodmol.config import compose_config
+from oodmol.identity import config_key
 from oodmol.report.__main__ import main as report_main
-from oodmol.training.identity import config_key
+from oodmol.training.members import run_members
 from oodmol.training.run import train as train_one
-from oodmol.uq.members import run_members
 
 pytestmark = pytest.mark.slow
 

@@ -39,7 +39,7 @@ TOOLS = {
     "pretrain": "oodmol.apps.pretrain",
     "report": "oodmol.report.__main__",
     "reproduce": "oodmol.apps.reproduce",
-    "uq": "oodmol.uq.__main__",
+    "uq": "oodmol.apps.uq",
 }
 
 

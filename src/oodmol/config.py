@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 
 # the resolvers the config tree uses (${oodmol.config_key:}, ${oodmol.sha256:...},
 # ${oodmol.member_dir:...}) are registered when this module is imported
-import oodmol.training.identity  # noqa: F401
+import oodmol.identity  # noqa: F401
 
 CONFIG_DIR_ENV = "OODMOL_CONFIG_DIR"
 

@@ -28,6 +28,12 @@ TARGET = "_target_"
 # an underscore is not part of a config the project writes
 INSTANTIATION_KEYS = frozenset({"_partial_", "_recursive_", "_convert_", "_args_"})
 SCALARS = (str, int, float, bool, type(None))
+# classes that moved, by their earlier names: a checkpoint written before a move names
+# the old place, which is rewritten (as data) to the new one before the check
+MOVED_TARGETS = {
+    f"oodmol.models.likelihood.{name}": f"oodmol.uq.likelihood.{name}"
+    for name in ("AbsoluteErrorLikelihood", "GaussianLikelihood")
+}
 
 
 class UntrustedConfigError(UserError):
@@ -112,8 +118,21 @@ def rebuild(config: Any, source: str, keep: tuple[str, ...] | None = None) -> Di
         )
     if keep is not None:
         config = {k: v for k, v in config.items() if k in keep}
+    config = _moved(config)
     check_stored_config(config, source)
     return OmegaConf.create(dict(config))
+
+
+def _moved(node: Any) -> Any:
+    """A copy of `node` with the earlier names of moved targets replaced."""
+    if isinstance(node, Mapping):
+        return {
+            k: MOVED_TARGETS.get(v, v) if k == TARGET and isinstance(v, str) else _moved(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list | tuple):
+        return [_moved(v) for v in node]
+    return node
 
 
 def _leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 from oodmol.ablation.augmentation import augmentation_figure, augmentation_rows, augmentation_table
-from oodmol.ablation.figures import write_outputs
 from oodmol.ablation.learning_curve import (
     learning_curve_figure,
     learning_curve_rows,
@@ -28,6 +27,7 @@ from oodmol.ablation.selection import selection_figure, selection_rows, selectio
 from oodmol.ablation.transfer import data_correlation, transfer_figure, transfer_table
 from oodmol.ablation.transfer_runs import run_study
 from oodmol.command_line import ToolParser, entry_point
+from oodmol.figures import write_outputs
 
 QM9 = "alpha,cv,gap,homo,lumo,mu,r2,zpve"
 

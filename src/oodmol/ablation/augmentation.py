@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from oodmol.ablation.figures import new_figure
 from oodmol.ablation.runs import Run
 from oodmol.errors import InputError
+from oodmol.figures import new_figure
 
 SPLIT = "ood_augmented"
 

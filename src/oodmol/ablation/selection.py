@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from oodmol.ablation.figures import new_figure
 from oodmol.ablation.runs import Run
 from oodmol.errors import InputError
+from oodmol.figures import new_figure
 
 RULES = {  # selection rule -> the column of a draw it minimises
     "id_val": "val_id_loss",

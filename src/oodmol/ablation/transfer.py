@@ -18,10 +18,10 @@ from matplotlib.figure import Figure
 from omegaconf import OmegaConf
 
 import oodmol.config  # noqa: F401  (registers the resolvers task configs use)
-from oodmol.ablation.figures import new_figure
 from oodmol.ablation.runs import Run
 from oodmol.data.task import load_task
 from oodmol.errors import InputError
+from oodmol.figures import new_figure
 from oodmol.stored_config import check_stored_config
 
 Correlation = Callable[[dict, dict], float]

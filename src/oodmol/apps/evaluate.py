@@ -27,8 +27,9 @@ def main(cfg: DictConfig) -> dict:
             "predictions=<file.csv> (predictions made elsewhere)"
         )
     # imported here: a command line with a typo is refused before these seconds of imports
+    from oodmol.inference.rescore import score_checkpoint
     from oodmol.parallel import limit_threads
-    from oodmol.scoring import score_checkpoint, score_file
+    from oodmol.scoring.external import score_file
 
     if cfg.threads:
         limit_threads(cfg.threads)

@@ -15,8 +15,8 @@ MAX_NAMED = 50  # rows named one by one on the terminal; the output file has the
 @hydra_app("oodmol predict", "predict")
 def main(cfg: DictConfig) -> None:
     # imported here: a command line with a typo is refused before these seconds of imports
+    from oodmol.inference.predict import predict_file
     from oodmol.parallel import limit_threads
-    from oodmol.prediction import predict_file
 
     if cfg.threads:
         limit_threads(cfg.threads)

@@ -24,9 +24,9 @@ from oodmol.cli import run_app
 from oodmol.command_line import ToolParser, entry_point
 from oodmol.config import compose_config
 from oodmol.errors import InputError
+from oodmol.identity import config_key
 from oodmol.report.collect import collect_runs
 from oodmol.report.reproduction import PaperTables, reproduction_table, to_markdown
-from oodmol.training.identity import config_key
 
 MODELS = ("rf", "mlp", "chemprop", "tgnn", "ignn", "egnn")
 TASKS = ("csd10k_density", "csd10k_hof", "lipophilicity")

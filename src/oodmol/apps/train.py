@@ -35,8 +35,8 @@ def main(cfg: DictConfig) -> dict | float | None:
     """One model, or the members of an ensemble (`uq.members`) and their combination."""
     # imported here: a command line with a typo is refused before these seconds of imports
     from oodmol.parallel import limit_threads
+    from oodmol.training.members import run_members
     from oodmol.training.run import train
-    from oodmol.uq.members import run_members
 
     if cfg.threads:
         limit_threads(cfg.threads)

@@ -1,5 +1,5 @@
 """Scoring an outside model's predictions on a benchmark task, with the code that scores
-train.py's runs (`oodmol.results`): the same metrics, the same uncertainty assessment,
+train.py's runs (`oodmol.scoring.results`): the same metrics, the same uncertainty assessment,
 the same result files when saved (then marked as external)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pandas as pd
 from oodmol.benchmark.task import TEST_SETS, BenchmarkTask
 from oodmol.comparability import EXTERNAL
 from oodmol.errors import UserError
-from oodmol.eval.metrics import MAX_ABS_VALUE
+from oodmol.metrics.regression import MAX_ABS_VALUE
 from oodmol.predictions import SetPredictions, std_columns
 from oodmol.record import METRICS_FILE, RunRecord
-from oodmol.results import scored, write_results
+from oodmol.scoring.results import scored, write_results
 
 MAX_NAMED = 5
 Values = np.ndarray | list | pd.Series | pd.DataFrame

@@ -34,9 +34,9 @@ from oodmol.cli import run_app
 from oodmol.config import compose_config
 from oodmol.data.task import load_split, load_task
 from oodmol.errors import USER_ERROR, UserError
+from oodmol.identity import config_key
 from oodmol.io import atomic_write_json, atomic_write_text
 from oodmol.provenance import package_versions
-from oodmol.training.identity import config_key
 
 SPLIT = "split=ood_campaign"
 SUMMARY_COLUMNS = (

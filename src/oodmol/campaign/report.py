@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from oodmol.ablation.figures import new_figure, write_outputs
 from oodmol.command_line import ToolParser, entry_point
 from oodmol.errors import InputError, MissingFileError
+from oodmol.figures import new_figure, write_outputs
 
 GROUP = ["task", "model", "direction"]
 

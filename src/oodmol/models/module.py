@@ -10,12 +10,12 @@ from torch import nn
 from oodmol.data.batches import Batch
 from oodmol.models.base import Prediction, Regressor
 from oodmol.models.heads import RegressionHead
-from oodmol.models.likelihood import GaussianLikelihood, PointLikelihood
+from oodmol.models.optim import build_optimizer
 from oodmol.models.prior import AtomReference
 from oodmol.models.readout import Readout
 from oodmol.models.schedules import build_scheduler
-from oodmol.training.optim import build_optimizer
 from oodmol.uq.dropout import FixedRateDropout
+from oodmol.uq.likelihood import GaussianLikelihood, PointLikelihood
 from oodmol.uq.mixture import mixture
 
 
@@ -62,7 +62,7 @@ class PropertyRegressor(ConfiguredOptimisation, Regressor):
     part of some models' published recipes (BOOM's Equivariant Transformer: 0.1), so it
     belongs to the model's config rather than to the trainer's. `parameter_groups` sets
     weight decay, learning-rate factors and frozen parts per parameter
-    (`oodmol.training.optim`).
+    (`oodmol.models.optim`).
 
     `atom_reference` (the `AtomReferenceFit` statistic of the training molecules) adds
     fixed per-element offsets to the prediction (`oodmol.models.prior`); the targets are

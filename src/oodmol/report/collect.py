@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from oodmol.errors import InputError
-from oodmol.eval.metrics import binned_r2, pearson_r2
+from oodmol.metrics.regression import binned_r2, pearson_r2
 from oodmol.predictions import PREDICTIONS_FILE, read_predictions_file
 from oodmol.record import REQUIRED_METRICS, iter_runs
 

@@ -21,7 +21,7 @@ from oodmol.report.boom_reference import boom_paper
 PROTOCOLS = ("boom", "default")
 WITHIN_SDS = 2.0
 # (set, metric) -> our metrics.json column. BOOM's R² is the squared Pearson correlation
-# (`oodmol.eval.metrics.pearson_r2`), binned on the OOD set
+# (`oodmol.metrics.regression.pearson_r2`), binned on the OOD set
 METRIC_COLUMNS = {
     ("ID", "rmse"): "id.rmse",
     ("OOD", "rmse"): "ood.rmse",

@@ -34,15 +34,15 @@ from oodmol.comparability import SHORTENED, budget_overrides
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import FeatureSet
 from oodmol.errors import RunFailure
-from oodmol.eval.callbacks import TestEvaluation
-from oodmol.eval.metrics import NonFinitePredictions
+from oodmol.identity import config_key, run_identity
 from oodmol.io import is_disk_full
 from oodmol.locks import FolderLock
+from oodmol.metrics.regression import NonFinitePredictions
 from oodmol.overrides import OverrideError
 from oodmol.parallel import global_rank
 from oodmol.provenance import package_versions
 from oodmol.record import RunRecord
-from oodmol.runs import (
+from oodmol.training.build import (
     SaveRunConfig,
     apply_matmul_precision,
     build_datamodule,
@@ -51,7 +51,6 @@ from oodmol.runs import (
 )
 from oodmol.training.checkpoint_io import run_plugins
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
-from oodmol.training.identity import config_key, run_identity
 from oodmol.training.loggers import Resumable
 from oodmol.training.preemption import PreemptionCheckpoint
 from oodmol.training.random_state import RandomState
@@ -65,6 +64,7 @@ from oodmol.training.run_folder import (
     plan_run,
     read_run_entry,
 )
+from oodmol.training.test_evaluation import TestEvaluation
 from oodmol.training.transfer import apply_transfer
 
 log = logging.getLogger("oodmol.train")

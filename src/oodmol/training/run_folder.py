@@ -33,14 +33,14 @@ import torch
 from omegaconf import DictConfig
 
 from oodmol.errors import UserError
-from oodmol.record import METRICS_FILE, RecordError, RunRecord, read_record
-from oodmol.runs import RUN_KEY
-from oodmol.training.identity import (
+from oodmol.identity import (
     config_key,
     describe,
     identity_differences,
     run_identity,
 )
+from oodmol.record import METRICS_FILE, RecordError, RunRecord, read_record
+from oodmol.training.build import RUN_KEY
 
 CHECKPOINT_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"

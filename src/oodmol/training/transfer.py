@@ -10,7 +10,7 @@ scaling). The source may be another task: its target mean and standard deviation
 never taken, this run fits its own. `model.freeze` lists parameter-name prefixes, or
 names of parts a model config declares (`model.parts`, e.g. Chemprop's
 `message_passing`); frozen parameters join no optimiser group and get no gradient
-(`oodmol.training.optim`). Both go into metrics.json (`transfer`).
+(`oodmol.models.optim`). Both go into metrics.json (`transfer`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import torch
 from torch import nn
 
 from oodmol.errors import UserError
-from oodmol.runs import CONFIG_KEY, RUN_KEY
-from oodmol.training.identity import file_checksum
-from oodmol.training.optim import check_prefixes, under_prefix
+from oodmol.identity import file_checksum
+from oodmol.models.optim import check_prefixes, under_prefix
+from oodmol.training.build import CONFIG_KEY, RUN_KEY
 
 log = logging.getLogger(__name__)
 # a Regressor's own target statistics: refit on every run's training set

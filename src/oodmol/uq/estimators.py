@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from oodmol.models.likelihood import GaussianLikelihood
 from oodmol.uq.dropout import FixedRateDropout, LearnedConcreteDropout
+from oodmol.uq.likelihood import GaussianLikelihood
 from oodmol.uq.registry import Registry
 
 

@@ -1,6 +1,5 @@
-"""Scoring on a task's ID and OOD test sets what was not scored by its own run: a
-checkpoint (rebuilt from the checkpoint alone), or predictions made outside oodmol (a
-CSV of `smiles,y_pred` or `mol_id,y_pred`, optionally `y_std`)."""
+"""Scoring a checkpoint again on a task's ID and OOD test sets (`evaluate.py
+ckpt_path=...`): the model and its data rebuilt from the checkpoint alone."""
 
 from __future__ import annotations
 
@@ -8,21 +7,15 @@ import logging
 from pathlib import Path
 
 import lightning as L
-import numpy as np
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from oodmol.checkpoint import read_trained_model
-from oodmol.comparability import OTHER_TASK, SHORTENED, coverage_flags
+from oodmol.comparability import OTHER_TASK, SHORTENED
 from oodmol.data.datamodule import MoleculeDataModule
-from oodmol.data.task import load_split, load_task
 from oodmol.data.validate import parse_smiles
-from oodmol.eval.callbacks import TestEvaluation
-from oodmol.eval.external import check_values, read_predictions, score_sets
+from oodmol.inference.checkpoint import read_trained_model
 from oodmol.overrides import OverrideError
-from oodmol.record import RunRecord
-from oodmol.results import write_results
-from oodmol.runs import apply_matmul_precision, build_datamodule, build_model
+from oodmol.training.build import apply_matmul_precision, build_datamodule, build_model
+from oodmol.training.test_evaluation import TestEvaluation
 
 log = logging.getLogger("oodmol.evaluate")
 
@@ -118,37 +111,3 @@ def _check_elements(trained: DictConfig, dm: MoleculeDataModule) -> None:
             f"the test sets hold elements the model never saw ({counts}; it was trained on "
             f"{', '.join(allowed)}): it cannot be scored on this task"
         )
-
-
-def score_file(cfg: DictConfig, out_dir: Path) -> dict:
-    """Score an external predictions CSV (`smiles,y_pred` or `mol_id,y_pred`)."""
-    if cfg.get("task") is None or cfg.get("split") is None:
-        raise OverrideError("scoring a predictions file needs task=<task> and split=<split>")
-    task = instantiate(cfg.task)
-    data_dir = Path(cfg.paths.data_dir)
-    data = load_task(task, data_dir, cfg.progress)
-    split = load_split(data, instantiate(cfg.split), data_dir)
-    frame, report = read_predictions(Path(cfg.predictions), data)
-    frame = check_values(frame, data, split, Path(cfg.predictions))
-    sets = score_sets(frame, data, split, report)
-    for name, finding in report.items():
-        if isinstance(finding, dict) and finding["count"]:
-            log.warning("%s: %d (%s)", name, finding["count"], ", ".join(finding["examples"]))
-    header = {
-        "task": task.name,
-        "split": cfg.split.name,
-        "model": cfg.model_name,
-        "seed": cfg.seed,
-        "status": "complete",
-        "split_hash": split.hash,
-        "n_params": None,
-        "train_seconds": None,
-        "predictions_file": str(cfg.predictions),
-        "coverage": report,
-        "flags": coverage_flags(report),
-    }
-    train_y = data.y[data.table.rows_of(split.sets["train"])]
-    record, _ = write_results(
-        out_dir, sets, RunRecord.of(header), float(np.median(train_y)), task.property, task.units
-    )
-    return record.to_json()

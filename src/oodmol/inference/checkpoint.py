@@ -15,8 +15,8 @@ import torch
 from omegaconf import DictConfig
 
 from oodmol.errors import MissingFileError, UserError
-from oodmol.runs import CONFIG_KEY, FEATURES_KEY, RUN_KEY, STATISTICS_KEY
 from oodmol.stored_config import check_plain_data, rebuild
+from oodmol.training.build import CONFIG_KEY, FEATURES_KEY, RUN_KEY, STATISTICS_KEY
 
 # what rebuilding a model and its data needs of the stored run config; the rest of it
 # (loggers, callbacks, paths, Hydra's own settings) is never read

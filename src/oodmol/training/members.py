@@ -9,10 +9,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from oodmol.identity import MEMBERS_DIR
 from oodmol.overrides import OverrideError
-from oodmol.training.identity import MEMBERS_DIR
+from oodmol.training.ensembles import combine_members
 from oodmol.uq.calibrators import CALIBRATORS
-from oodmol.uq.combine import combine_members
 from oodmol.uq.estimators import estimator_from_config
 from oodmol.uq.evaluators import EVALUATORS
 from oodmol.uq.seeds import member_seed

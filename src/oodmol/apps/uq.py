@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from oodmol.command_line import ToolParser, entry_point
+from oodmol.training.ensembles import combine_members, find_members
 from oodmol.uq.calibrators import CALIBRATORS
-from oodmol.uq.combine import combine_members, find_members
 from oodmol.uq.evaluators import EVALUATORS
 
 

@@ -25,14 +25,14 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
-from oodmol.checkpoint import TrainedModel, read_trained_model
 from oodmol.data.sources.csv_source import read_smiles_column
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.data.validate import parse_all
+from oodmol.inference.checkpoint import TrainedModel, read_trained_model
 from oodmol.io import atomic_write_text
 from oodmol.overrides import OverrideError
-from oodmol.runs import apply_matmul_precision, build_model
+from oodmol.training.build import apply_matmul_precision, build_model
 
 log = logging.getLogger(__name__)
 VARIANCES = ("var_epistemic", "var_aleatoric")

@@ -10,7 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
-from oodmol.eval.metrics import regression_metrics
+from oodmol.metrics.regression import regression_metrics
 from oodmol.palette import SET_COLORS, SET_LABELS
 
 

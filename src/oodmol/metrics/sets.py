@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from oodmol.eval.metrics import binned_r2, check_finite_predictions, regression_metrics
+from oodmol.metrics.regression import binned_r2, check_finite_predictions, regression_metrics
 from oodmol.predictions import SetPredictions
 
 

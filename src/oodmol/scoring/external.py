@@ -5,21 +5,29 @@ number stops the scoring, naming its line."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from hydra.utils import instantiate
+from omegaconf import DictConfig
 
+from oodmol.comparability import coverage_flags
 from oodmol.data.sources.csv_source import check_utf8, delimiter_hint
 from oodmol.data.splits.assignment import SplitAssignment
-from oodmol.data.task import TaskData
+from oodmol.data.task import TaskData, load_split, load_task
 from oodmol.data.validate import parse_smiles
 from oodmol.errors import UserError
-from oodmol.eval.metrics import MAX_ABS_VALUE
+from oodmol.metrics.regression import MAX_ABS_VALUE
+from oodmol.overrides import OverrideError
 from oodmol.predictions import SetPredictions
+from oodmol.record import RunRecord
+from oodmol.scoring.results import write_results
 
+log = logging.getLogger("oodmol.evaluate")
 MAX_NAMED = 10
 VALUE_COLUMNS = ("y_pred", "y_std")  # the numbers a row gives for its molecule
 
@@ -230,3 +238,37 @@ def _named(values, prefix: str) -> dict:
     values = list(values)
     shown = [f"{prefix} {v}".strip() for v in values[:MAX_NAMED]]
     return {"count": len(values), "examples": shown}
+
+
+def score_file(cfg: DictConfig, out_dir: Path) -> dict:
+    """Score an external predictions CSV (`smiles,y_pred` or `mol_id,y_pred`)."""
+    if cfg.get("task") is None or cfg.get("split") is None:
+        raise OverrideError("scoring a predictions file needs task=<task> and split=<split>")
+    task = instantiate(cfg.task)
+    data_dir = Path(cfg.paths.data_dir)
+    data = load_task(task, data_dir, cfg.progress)
+    split = load_split(data, instantiate(cfg.split), data_dir)
+    frame, report = read_predictions(Path(cfg.predictions), data)
+    frame = check_values(frame, data, split, Path(cfg.predictions))
+    sets = score_sets(frame, data, split, report)
+    for name, finding in report.items():
+        if isinstance(finding, dict) and finding["count"]:
+            log.warning("%s: %d (%s)", name, finding["count"], ", ".join(finding["examples"]))
+    header = {
+        "task": task.name,
+        "split": cfg.split.name,
+        "model": cfg.model_name,
+        "seed": cfg.seed,
+        "status": "complete",
+        "split_hash": split.hash,
+        "n_params": None,
+        "train_seconds": None,
+        "predictions_file": str(cfg.predictions),
+        "coverage": report,
+        "flags": coverage_flags(report),
+    }
+    train_y = data.y[data.table.rows_of(split.sets["train"])]
+    record, _ = write_results(
+        out_dir, sets, RunRecord.of(header), float(np.median(train_y)), task.property, task.units
+    )
+    return record.to_json()

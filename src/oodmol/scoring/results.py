@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oodmol.eval.plots import parity_plot
-from oodmol.eval.regression import compute_metrics
 from oodmol.io import atomic_write_text
+from oodmol.metrics.plots import parity_plot
+from oodmol.metrics.sets import compute_metrics
 from oodmol.predictions import PREDICTIONS_FILE, SetPredictions
 from oodmol.provenance import package_versions
 from oodmol.record import RunRecord

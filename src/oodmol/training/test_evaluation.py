@@ -16,7 +16,7 @@ from oodmol.comparability import data_flags, ordered
 from oodmol.data.datamodule import TEST_SETS
 from oodmol.predictions import PREDICTIONS_FILE, SetPredictions, std_columns
 from oodmol.record import RunRecord
-from oodmol.results import write_results
+from oodmol.scoring.results import write_results
 
 VARIANCES = ("var_epistemic", "var_aleatoric")
 
