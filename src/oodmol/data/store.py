@@ -36,6 +36,7 @@ import struct
 import time
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -47,7 +48,7 @@ from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput,
 from oodmol.data.table import MoleculeTable
 from oodmol.io import atomic_write_json
 from oodmol.locks import build_lock
-from oodmol.parallel import process_map, worker_count
+from oodmol.parallel import Refused, process_map, worker_count
 
 FORMAT_VERSION = 1
 META_KEY = b"__meta__"
@@ -88,9 +89,11 @@ class FeatureStore:
         stale, incomplete or damaged.
 
         `n_jobs=None` uses every core this process may run on (`available_cores`), never
-        more than `oodmol.parallel.limit_cores` allows; `n_jobs=1` featurises in this
-        process. Workers are forked (see `oodmol.parallel.process_map`). A cache that must
-        be built in a folder this process cannot write to raises `ReadOnlyCacheError`.
+        more than `oodmol.parallel.limit_cores` allows. Molecules are featurised in worker
+        processes (`oodmol.parallel.process_map`), one at a time each: a molecule that
+        crashes its worker or runs past the featuriser's `time_limit` is recorded in
+        `failed` with the reason, and the rest go on. A cache that must be built in a
+        folder this process cannot write to raises `ReadOnlyCacheError`.
         """
         identity = {
             "format": FORMAT_VERSION,
@@ -118,8 +121,9 @@ class FeatureStore:
 
     @property
     def failed(self) -> dict[int, str]:
-        """Molecules the featuriser could not represent (mol_id → reason); they have no
-        record in the cache."""
+        """Molecules the featuriser could not represent, refused as too large, or that
+        crashed or overran their worker (mol_id → reason); they have no record in the
+        cache."""
         return {int(mol_id): reason for mol_id, reason in self.meta.get("failed", {}).items()}
 
     def get(self, mol_id: int) -> dict[str, np.ndarray]:
@@ -341,7 +345,7 @@ def _write(
         raise ValueError(f"table {table.name!r}: a mol_id collides with the meta record key")
     order = sorted(range(len(keys)), key=keys.__getitem__)  # LMDB appends in key order
     mol_ids = table.mol_id[order].tolist()
-    jobs = zip(mol_ids, inputs_of(table, np.asarray(order)), strict=True)
+    inputs = inputs_of(table, np.asarray(order))
     n_jobs = min(worker_count(n_jobs), max(len(keys), 1))
     started = time.perf_counter()
     log.info("featurising %s with %s on %d cores", table.name, featurizer.name, n_jobs)
@@ -360,25 +364,31 @@ def _write(
         batch = []
         results = process_map(
             partial(_featurize_one, featurizer),
-            jobs,
+            zip(mol_ids, inputs, strict=True),
             total=len(keys),
             desc=f"{table.name}/{featurizer.name}",
             n_jobs=n_jobs,
             progress=progress,
+            time_limit=featurizer.time_limit,
         )
-        for mol_id, (value, n_nonfinite, failure) in zip(mol_ids, results, strict=True):
-            if failure is not None:
-                failed[str(mol_id)] = failure
-                continue
-            if n_nonfinite:
-                nonfinite_molecules += 1
-                nonfinite_values += n_nonfinite
-                if len(examples) < _MAX_EXAMPLES:
-                    examples.append(mol_id)
-            batch.append((_key(mol_id), value))
-            if len(batch) == _BATCH:
-                _put(env, batch, append=True)
-                batch = []
+        with closing(results):  # its workers end here, also when this loop raises
+            for mol_id, mol, outcome in zip(mol_ids, inputs, results, strict=True):
+                if isinstance(outcome, Refused):  # it crashed or overran its worker
+                    failed[str(mol_id)] = f"{mol.smiles}: {outcome.reason}"
+                    continue
+                value, n_nonfinite, failure = outcome
+                if failure is not None:
+                    failed[str(mol_id)] = failure
+                    continue
+                if n_nonfinite:
+                    nonfinite_molecules += 1
+                    nonfinite_values += n_nonfinite
+                    if len(examples) < _MAX_EXAMPLES:
+                        examples.append(mol_id)
+                batch.append((_key(mol_id), value))
+                if len(batch) == _BATCH:
+                    _put(env, batch, append=True)
+                    batch = []
         _put(env, batch, append=True)
         meta = {
             "key": key,

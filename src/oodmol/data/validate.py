@@ -13,9 +13,8 @@ from rdkit import Chem, RDLogger
 from oodmol.data.report import DataReport, Finding
 from oodmol.data.sources.base import RawData
 from oodmol.data.table import MoleculeTable
-from oodmol.parallel import process_map
+from oodmol.parallel import Refused, process_map
 
-PARALLEL_THRESHOLD = 5000
 DIFFERENT_TARGET = "duplicate structure with a different target"
 
 
@@ -56,7 +55,8 @@ def parse_smiles(smiles: str, composition: bool = False) -> Parsed:
 def parse_all(
     smiles: list[str], progress: bool, n_jobs: int | None = None, composition: bool = False
 ) -> list[Parsed]:
-    """RDKit parsing of a whole data set, across cores when it is large."""
+    """RDKit parsing of a whole data set, across cores, in worker processes: a SMILES
+    that crashes RDKit is refused with the reason, the others are parsed."""
     results = process_map(
         partial(parse_smiles, composition=composition),
         smiles,
@@ -64,9 +64,8 @@ def parse_all(
         desc="validating molecules",
         n_jobs=n_jobs,
         progress=progress,
-        serial_below=PARALLEL_THRESHOLD,
     )
-    return list(results)
+    return [Parsed(None, r.reason, 0, (), ()) if isinstance(r, Refused) else r for r in results]
 
 
 def validate(

@@ -39,6 +39,10 @@ class Featurizer(ABC):
     """
 
     name: ClassVar[str]
+    # Seconds one molecule may take (None: no limit). RDKit's C++ code cannot be stopped
+    # from Python, so the feature cache's build enforces it from outside: it kills the
+    # worker process of a molecule that overruns it and records the molecule as refused.
+    time_limit: float | None = None
 
     @abstractmethod
     def params(self) -> dict:
