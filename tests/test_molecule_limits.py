@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import os
+import re
 import signal
 import threading
 import time
@@ -15,10 +16,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from rdkit import Chem
 
-from oodmol.data.featurize.base import Featurizer, MolInput
+from oodmol.config import config_dir
+from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
+from oodmol.data.featurize.conformers import ConformerError
+from oodmol.data.featurize.descriptors import RDKitDescriptors
+from oodmol.data.featurize.fingerprints import MorganFingerprint
+from oodmol.data.featurize.graph2d import Graph2D
+from oodmol.data.featurize.graph3d import Graph3D
+from oodmol.data.sources.csv_source import CSVSource
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
+from oodmol.data.validate import parse_smiles, validate
 from oodmol.parallel import Refused, process_map
 
 CRASHES = {
@@ -152,3 +164,78 @@ def test_feature_cache_records_crashes_and_overruns_and_keeps_the_rest(tmp_path:
     }
     assert len(store) == 4
     np.testing.assert_array_equal(store.matrix([10, 12, 14, 15]).ravel(), [1, 2, 3, 4])
+
+
+HUGE_SMILES = "C" * 100_000  # a SMILES like this once crashed RDKit after 260 s
+LARGE_CHAIN = "C" * 1500  # short enough to read, too many heavy atoms for validation
+
+
+def test_validation_refuses_an_overlong_smiles_before_rdkit_reads_it(monkeypatch) -> None:
+    def unread(*args, **kwargs):
+        raise AssertionError("RDKit was given the SMILES")
+
+    monkeypatch.setattr(Chem, "MolFromSmiles", unread)
+    assert parse_smiles(HUGE_SMILES).error == (
+        "SMILES longer than max_smiles_length (2000 characters)"
+    )
+
+
+def test_validation_refuses_over_limit_molecules_quickly_and_keeps_the_rest(tmp_path) -> None:
+    rows = ["CCO", HUGE_SMILES, LARGE_CHAIN, "c1ccccc1", "CCCCCCC"]
+    path = tmp_path / "big.csv"
+    path.write_text("smiles,y\n" + "".join(f"{s},{i}\n" for i, s in enumerate(rows)))
+    source = CSVSource("big", files=[str(path)], target_columns=["y"], limits={"max_atoms": 6})
+    started = time.monotonic()
+    table, report = validate(source.read(tmp_path), None, progress=False, limits=source.limits)
+    assert time.monotonic() - started < 5
+    assert table.smiles.tolist() == ["CCO", "c1ccccc1"]
+    too_long = report.findings["dropped:SMILES longer than max_smiles_length (2000 characters)"]
+    assert too_long.count == 1 and too_long.examples[0].endswith("(100000 characters)'")
+    too_large = report.findings["dropped:more heavy atoms than max_atoms (6)"]
+    assert too_large.count == 2 and too_large.examples[0].startswith("mol 2: ")
+
+
+@pytest.mark.parametrize(
+    ("featurizer", "smiles", "reason"),
+    [
+        (RDKitDescriptors(), HUGE_SMILES, "SMILES longer than max_smiles_length (2000 characters)"),
+        (RDKitDescriptors(), "C" * 301, "more heavy atoms than max_atoms (300)"),
+        (MorganFingerprint(), LARGE_CHAIN, "more heavy atoms than max_atoms (1000)"),
+        (Graph2D(), HUGE_SMILES, "SMILES longer than max_smiles_length (2000 characters)"),
+        (Graph3D(), "C" * 200, "more atoms with hydrogens than max_atoms (500)"),  # 602 atoms
+    ],
+    ids=["descriptors-long", "descriptors-large", "morgan-large", "graph2d-long", "graph3d-large"],
+)
+def test_featurisers_refuse_over_limit_molecules_before_their_work(
+    featurizer: Featurizer, smiles: str, reason: str
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(FeaturizationError, match=re.escape(reason)):
+        featurizer(MolInput(smiles))
+    assert time.monotonic() - started < 1  # unrefused, the descriptors alone take 5 s
+
+
+def test_graph3d_refuses_a_given_geometry_over_its_limit() -> None:
+    z = np.full(12, 6)
+    with pytest.raises(
+        FeaturizationError, match=r"more atoms with hydrogens than max_atoms \(10\)"
+    ):
+        Graph3D(max_atoms=10)(MolInput("C" * 12, z, np.zeros((12, 3))))
+
+
+def test_etkdg_gives_up_at_its_own_timeout() -> None:
+    """ETKDG fails on this molecule of the 10k CSD set (mol 2385) after 18 s here; with
+    RDKit's timeout its two embeddings give up after a second each, no kill needed."""
+    hard = "COC(=O)C1(C)CC2C3C4CC3(OC(=O)c3ccc([N+](=O)[O-])cc3)CC4(C)C2C1"
+    started = time.monotonic()
+    with pytest.raises(ConformerError, match="ETKDG embedding failed"):
+        Graph3D(embed_timeout=1)(MolInput(hard))
+    assert time.monotonic() - started < 8
+
+
+@pytest.mark.parametrize("name", ["descriptors", "graph2d", "graph3d", "morgan"])
+def test_configured_limits_are_the_featurisers_defaults(name: str) -> None:
+    """`oodmol data prepare` (configs/featurizer) and the models that name only the
+    featuriser's class (configs/model) must key the same cache."""
+    configured = instantiate(OmegaConf.load(config_dir() / "featurizer" / f"{name}.yaml"))
+    assert configured.params() == type(configured)().params()

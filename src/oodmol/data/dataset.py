@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +67,7 @@ def _build(
         if problem is not None:
             log.warning("data set cache %s %s; rebuilding it", folder, problem)
         raw = source.read(data_dir)
-        table, report = validate(raw, source.elements, progress=progress)
+        table, report = validate(raw, source.elements, progress=progress, limits=source.limits)
         atomic_write_dir(folder, lambda tmp: _write(tmp, key, table, report))
         cached, problem = _open(folder, key)
     if cached is None:
@@ -79,6 +80,7 @@ def _cache_key(source: Source, data_dir: Path) -> str:
         "format": FORMAT_VERSION,
         "name": source.name,
         "elements": source.elements,
+        "limits": asdict(source.limits),
         "rdkit": rdkit.__version__,
         "source": source.fingerprint(data_dir),
     }

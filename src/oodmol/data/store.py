@@ -45,6 +45,7 @@ import lmdb
 import numpy as np
 
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
+from oodmol.data.limits import shown
 from oodmol.data.table import MoleculeTable
 from oodmol.io import atomic_write_json
 from oodmol.locks import build_lock
@@ -374,7 +375,7 @@ def _write(
         with closing(results):  # its workers end here, also when this loop raises
             for mol_id, mol, outcome in zip(mol_ids, inputs, results, strict=True):
                 if isinstance(outcome, Refused):  # it crashed or overran its worker
-                    failed[str(mol_id)] = f"{mol.smiles}: {outcome.reason}"
+                    failed[str(mol_id)] = f"{shown(mol.smiles)}: {outcome.reason}"
                     continue
                 value, n_nonfinite, failure = outcome
                 if failure is not None:
@@ -411,7 +412,7 @@ def _write(
         env.close()
     log.info("built %s in %.1f s", tmp.name, meta["build_seconds"])
     if failed:
-        shown = ", ".join(f"mol_id {k}: {v}" for k, v in list(failed.items())[:_MAX_EXAMPLES])
+        listed = ", ".join(f"mol_id {k}: {v}" for k, v in list(failed.items())[:_MAX_EXAMPLES])
         log.warning(
             "%s could not featurise %d of %d molecules of %s (not in the cache; runs on "
             "it leave them out): %s",
@@ -419,7 +420,7 @@ def _write(
             len(failed),
             len(keys),
             table.name,
-            shown,
+            listed,
         )
     return json.loads(raw_meta)  # exactly what a later open reads back
 
@@ -446,10 +447,10 @@ def _featurize_one(
     try:
         arrays = featurizer(mol)
     except FeaturizationError as e:
-        return None, 0, f"{mol.smiles}: {e}"
+        return None, 0, f"{shown(mol.smiles)}: {e}"
     except Exception as e:
         raise RuntimeError(
-            f"featuriser {featurizer.name!r} failed on mol_id {mol_id} ({mol.smiles}): {e!r}"
+            f"featuriser {featurizer.name!r} failed on mol_id {mol_id} ({shown(mol.smiles)}): {e!r}"
         ) from e
     n_nonfinite = sum(
         int(np.count_nonzero(~np.isfinite(a))) for a in arrays.values() if a.dtype.kind in "fc"
