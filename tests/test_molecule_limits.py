@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import multiprocessing
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from functools import partial
@@ -21,6 +24,8 @@ from omegaconf import OmegaConf
 from rdkit import Chem
 
 from oodmol.config import config_dir
+from oodmol.data import validate as validation
+from oodmol.data.dataset import load_dataset
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
 from oodmol.data.featurize.conformers import ConformerError
 from oodmol.data.featurize.descriptors import RDKitDescriptors
@@ -30,7 +35,8 @@ from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.sources.csv_source import CSVSource
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
-from oodmol.data.validate import parse_smiles, validate
+from oodmol.data.validate import Parsed, parse_smiles, validate
+from oodmol.interrupts import Interrupted
 from oodmol.parallel import Refused, process_map
 
 CRASHES = {
@@ -239,3 +245,127 @@ def test_configured_limits_are_the_featurisers_defaults(name: str) -> None:
     featuriser's class (configs/model) must key the same cache."""
     configured = instantiate(OmegaConf.load(config_dir() / "featurizer" / f"{name}.yaml"))
     assert configured.params() == type(configured)().params()
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Processes whose environment holds `marker`: a run's own and every worker it
+    forked (Linux's /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads Linux's /proc")
+@pytest.mark.parametrize(
+    ("signum", "to_group", "midway"),
+    [(signal.SIGTERM, False, False), (signal.SIGINT, True, True)],
+    ids=["SIGTERM-to-the-process-at-the-start", "SIGINT-to-its-group-midway-as-Ctrl-C"],
+)
+def test_a_stopped_feature_build_ends_with_one_message_and_leaves_nothing(
+    tmp_path: Path, signum: signal.Signals, to_group: bool, midway: bool
+) -> None:
+    rows = [f"{'C' * i}(O){'C' * j}N,{i + j}" for i in range(1, 41) for j in range(1, 41)]
+    csv = tmp_path / "mols.csv"
+    csv.write_text("smiles,y\n" + "\n".join(rows) + "\n")
+    data_dir = tmp_path / "data"
+    token = f"{tmp_path.name}-{signum.name}"
+    env = {**os.environ, "OODMOL_DATA_DIR": str(data_dir), "OODMOL_TEST_RUN": token}
+    command = [sys.executable, "-m", "oodmol.data", "prepare", "task=csv", f"task.path={csv}"]
+    command += ["task.target_column=y", "featurizers=descriptors"]
+    stderr = tmp_path / "stderr.txt"
+    # its progress bar: at the start (workers starting), or once molecules are done
+    progress = r"csv-mols/descriptors: .* [1-9]\d*/1600" if midway else "csv-mols/descriptors:"
+    with open(stderr, "w") as err:
+        run = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not re.search(progress, stderr.read_text()):
+            assert run.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline, "the feature build did not start"
+            time.sleep(0.1)
+        if to_group:  # as Ctrl-C in a terminal: the run and its workers get it
+            os.killpg(run.pid, signum)
+        else:
+            run.send_signal(signum)
+        assert run.wait(timeout=60) == 128 + signum
+    finally:
+        run.kill()
+    text = stderr.read_text()
+    assert "Traceback" not in text
+    assert re.fullmatch(
+        rf"\[oodmol\] interrupted by {signum.name} while featurising "
+        rf"{re.escape(str(data_dir))}/features/csv-mols-descriptors-\w+\.lmdb: "
+        r"nothing was kept; run again to build it",
+        text.splitlines()[-1],
+    ), text[-2000:]
+    left = [p for p in data_dir.rglob("*") if ".tmp" in p.name or p.suffix in (".lmdb", ".seal")]
+    assert left == []
+    assert marked_processes(f"OODMOL_TEST_RUN={token}") == []
+
+
+class StopsItsParent(Featurizer):
+    """Sends `signum` to the build's process from its worker, at one molecule."""
+
+    name = "stops"
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def params(self) -> dict:
+        return {}
+
+    def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
+        if mol.smiles == "CCCC":
+            os.kill(os.getppid(), self.signum)
+            time.sleep(5)  # the parent ends this worker first
+        return {"x": np.zeros(1)}
+
+
+def test_a_stopped_build_raises_interrupted_and_restores_the_handlers(tmp_path: Path) -> None:
+    """The handlers that were there before (training's pre-emption handler) come back."""
+    smiles = ["C", "CC", "CCC", "CCCC", "CCCCC"]
+    table = MoleculeTable("t", np.arange(5), np.array(smiles), {})
+    before = signal.getsignal(signal.SIGTERM)
+
+    def foreign(signum, frame) -> None:
+        raise AssertionError("the handler from before the build was called")
+
+    signal.signal(signal.SIGTERM, foreign)
+    try:
+        with pytest.raises(Interrupted, match="interrupted by SIGTERM while featurising") as info:
+            FeatureStore.build_or_open(StopsItsParent(signal.SIGTERM), table, tmp_path)
+        assert signal.getsignal(signal.SIGTERM) is foreign
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert info.value.exit_code == 143
+    assert multiprocessing.active_children() == []
+    assert [p.suffix for p in tmp_path.iterdir()] == [".lock"]  # the build lock alone
+
+
+def stopping_parse(smiles: str, **kwargs) -> Parsed:
+    """`parse_smiles`, but a worker that reads "CCCC" sends SIGINT to its parent."""
+    if smiles == "CCCC":
+        os.kill(os.getppid(), signal.SIGINT)
+        time.sleep(5)
+    return parse_smiles(smiles, **kwargs)
+
+
+def test_a_stopped_validation_leaves_no_table(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "mols.csv"
+    path.write_text("smiles,y\n" + "".join(f"{'C' * k},{k}\n" for k in range(1, 9)))
+    monkeypatch.setattr(validation, "parse_smiles", stopping_parse)
+    source = CSVSource("mols", files=[str(path)], target_columns=["y"])
+    with pytest.raises(Interrupted, match="interrupted by SIGINT while validating mols") as info:
+        load_dataset(source, tmp_path / "data", progress=False)
+    assert info.value.exit_code == 130
+    assert multiprocessing.active_children() == []
+    tables = tmp_path / "data" / "tables"
+    assert [p.suffix for p in tables.iterdir()] == [".lock"]

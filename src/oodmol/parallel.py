@@ -4,11 +4,13 @@ how many cores and threads a run uses (`threads=N`); this process's rank."""
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -46,6 +48,7 @@ _PARENT_CHECK_SECONDS = 1.0  # how often an idle worker checks that its parent l
 _STOP_SECONDS = 5.0  # how long a worker told to stop may take before it is killed
 _MAX_UNEXPLAINED_DEATHS = 3  # workers dying outside any item, in a row, before the run fails
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 _core_cap: int | None = None
 
@@ -186,11 +189,10 @@ class _Worker:
     def __init__(self, context: multiprocessing.context.BaseContext, fn: Callable) -> None:
         self.slot = context.RawArray("d", [_IDLE, 0.0])
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_work, args=(child, fn, self.slot), daemon=True)
-        with _stop_signals_blocked():
-            self.process.start()
-        child.close()
         self.batch: list[tuple[int, Any]] = []
+        self.process = context.Process(target=_work, args=(child, fn, self.slot), daemon=True)
+        self.process.start()
+        child.close()
 
     def send(self, batch: list[tuple[int, Any]]) -> None:
         self.batch = batch
@@ -248,14 +250,36 @@ class _Supervisor:
         self.unexplained = 0  # worker deaths in a row that no item explains
 
     def __enter__(self) -> _Supervisor:
-        self.workers = [_Worker(self.context, self.fn) for _ in range(self.n_workers)]
+        try:
+            for _ in range(self.n_workers):
+                self._start(len(self.workers))
+        except BaseException:
+            self._stop(kill=True)
+            raise
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType
     ) -> None:
+        self._stop(kill=kind is not None)
+
+    def _start(self, index: int) -> None:
+        """Start a worker as `self.workers[index]` (a new one, or in place of one that
+        ended). A stop signal arriving meanwhile takes effect once the worker is on the
+        list, from which nothing is left behind: raised in the middle of the fork, it
+        would leave a process that no one knows."""
+        with _signals_deferred():
+            worker = _Worker(self.context, self.fn)
+            if index == len(self.workers):
+                self.workers.append(worker)
+            else:
+                self.workers[index] = worker
+
+    def _stop(self, kill: bool) -> None:
+        """End every worker: told to when the work is done, killed when it was cut short
+        (an exception, a stop signal, a consumer that stopped reading)."""
         for worker in self.workers:
-            worker.stop(kill=kind is not None)
+            worker.stop(kill)
 
     def run(self, items: Iterator) -> Iterator:
         source = enumerate(items)
@@ -309,14 +333,14 @@ class _Supervisor:
                 if answer is not None:
                     self._record(worker, answer)
                 if worker.process.sentinel in ready:
-                    self.workers[i] = self._died(worker)
+                    self._died(i)
         if self.time_limit is None:
             return
         now = time.monotonic()
         for i, worker in enumerate(self.workers):
             item = worker.item()
             if item is not None and now - item[1] > self.time_limit:
-                self.workers[i] = self._overran(worker, item[0])
+                self._overran(i, item[0])
 
     def _record(self, worker: _Worker, answer: tuple[list[tuple[bool, Any]], float]) -> None:
         outcomes, seconds = answer
@@ -328,10 +352,11 @@ class _Supervisor:
         worker.batch = []
         self.unexplained = 0
 
-    def _died(self, worker: _Worker) -> _Worker:
-        """A fresh worker in place of one that died: the item it was on is refused; a
-        death outside any item is counted, so that workers that cannot run at all end
-        the run instead of being restarted forever."""
+    def _died(self, i: int) -> None:
+        """Replace worker `i`, which died: the item it was on is refused; a death
+        outside any item is counted, so that workers that cannot run at all end the run
+        instead of being restarted forever."""
+        worker = self.workers[i]
         worker.process.join()  # its exit code, now that its sentinel says it ended
         item = worker.item()
         reason = _death(worker.process.exitcode)
@@ -342,11 +367,12 @@ class _Supervisor:
                     f"{self.unexplained} worker processes in a row ended outside any item "
                     f"({reason}); the messages above may say why"
                 )
-        return self._replace(worker, None if item is None else item[0], reason)
+        self._replace(i, None if item is None else item[0], reason)
 
-    def _overran(self, worker: _Worker, index: int) -> _Worker:
-        """Kill a worker whose item ran past the time limit and put a fresh one in its
-        place; the item is refused unless the worker had moved on just before."""
+    def _overran(self, i: int, index: int) -> None:
+        """Kill worker `i`, whose item ran past the time limit, and replace it; the
+        item is refused unless the worker had moved on just before."""
+        worker = self.workers[i]
         worker.process.kill()
         worker.process.join()
         answer = worker.answer()
@@ -354,18 +380,18 @@ class _Supervisor:
             self._record(worker, answer)
         item = worker.item()
         still = answer is None and item is not None and item[0] == index
-        return self._replace(
-            worker, index if still else None, f"time limit of {self.time_limit:g} s exceeded"
-        )
+        self._replace(i, index if still else None, f"time limit of {self.time_limit:g} s exceeded")
 
-    def _replace(self, worker: _Worker, culprit: int | None, reason: str) -> _Worker:
-        """A fresh worker in place of one that ended: `culprit`, an item of its batch,
-        is refused for `reason`, and the rest of the batch goes out again."""
+    def _replace(self, i: int, culprit: int | None, reason: str) -> None:
+        """A fresh worker in place of worker `i`, which ended: `culprit`, an item of its
+        batch, is refused for `reason`, and the rest of the batch goes out again."""
+        worker = self.workers[i]
         if culprit is not None:
             self.done[culprit] = Refused(reason)
         self.again.extendleft(reversed([pair for pair in worker.batch if pair[0] != culprit]))
+        worker.batch = []
         worker.stop(kill=True)
-        return _Worker(self.context, self.fn)
+        self._start(i)
 
 
 def _death(exitcode: int | None) -> str:
@@ -382,11 +408,16 @@ def _work(conn: Connection, fn: Callable, slot: Any) -> None:
 
     Before each item the worker notes it in `slot`, which its parent reads to know
     which item a dead or overrunning worker was on. Ctrl-C reaches the whole process
-    group: the parent alone decides what it means, so workers ignore it."""
+    group: the parent alone decides what it means, so workers ignore it. A worker dies
+    with its parent: on Linux the kernel kills it (`PR_SET_PDEATHSIG`), elsewhere it
+    notices within `_PARENT_CHECK_SECONDS` while it waits for work."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     parent = os.getppid()
+    if sys.platform.startswith("linux"):  # killed with its parent, even mid-RDKit
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            return
     while True:
         while not conn.poll(_PARENT_CHECK_SECONDS):
             if os.getppid() != parent:
@@ -422,11 +453,23 @@ def _portable(error: Exception) -> tuple[Exception, str]:
 
 
 @contextmanager
-def _stop_signals_blocked() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the end of the block: a child forked in it must not
-    run this process's handlers before it has set its own."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive inside the block are handled at its end, by the
+    handlers there were (only the main thread handles signals, so elsewhere it changes
+    nothing). Blocking them would not do: another thread of the process (tqdm's monitor,
+    torch's pools) takes a blocked signal, and Python runs its handler all the same."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {}
+    for signum in _STOP_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, lambda n, frame: received.append(n))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        if received:
+            signal.raise_signal(received[0])

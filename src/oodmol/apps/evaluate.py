@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 import hydra
@@ -15,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from oodmol.config import config_dir
+from oodmol.errors import user_errors
 from oodmol.parallel import limit_threads
 from oodmol.scoring import score_checkpoint, score_file
 
@@ -23,6 +25,11 @@ log = logging.getLogger("oodmol.evaluate")
 
 @hydra.main(config_path=str(config_dir()), config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
+    with user_errors("oodmol", sys.argv[1:]):
+        return evaluate(cfg)
+
+
+def evaluate(cfg: DictConfig) -> dict:
     if cfg.threads:
         limit_threads(cfg.threads)
     if (cfg.ckpt_path is None) == (cfg.predictions is None):

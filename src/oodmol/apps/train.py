@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
 from oodmol.config import config_dir
+from oodmol.errors import user_errors
 from oodmol.parallel import limit_threads
 from oodmol.training.run import train
 from oodmol.uq.members import run_members
@@ -14,9 +17,10 @@ from oodmol.uq.members import run_members
 @hydra.main(config_path=str(config_dir()), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> dict | float | None:
     """One model, or the members of an ensemble (`uq.members`) and their combination."""
-    if cfg.threads:
-        limit_threads(cfg.threads)
-    return run_members(cfg, train)
+    with user_errors("oodmol", sys.argv[1:]):
+        if cfg.threads:
+            limit_threads(cfg.threads)
+        return run_members(cfg, train)
 
 
 if __name__ == "__main__":

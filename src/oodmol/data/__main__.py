@@ -20,6 +20,7 @@ from oodmol.data.card import write_card
 from oodmol.data.splits.assignment import ALL_SETS
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
+from oodmol.errors import door, without_debug_flag
 
 COMMANDS = ("export", "prepare", "card")
 CHOICES = {"task": "task", "split": "split", "featurizers": "featurizer"}  # key -> group
@@ -30,6 +31,10 @@ class UsageError(Exception):
 
 
 def main(argv: list[str]) -> int:
+    return door("oodmol", lambda: run(without_debug_flag(argv)), argv)
+
+
+def run(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
         if argv:
             print(f"unknown command {argv[0]!r}", file=sys.stderr)

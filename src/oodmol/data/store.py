@@ -47,6 +47,7 @@ import numpy as np
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
 from oodmol.data.limits import shown
 from oodmol.data.table import MoleculeTable
+from oodmol.interrupts import interruptible
 from oodmol.io import atomic_write_json
 from oodmol.locks import build_lock
 from oodmol.parallel import Refused, process_map, worker_count
@@ -318,16 +319,26 @@ def _build(
     n_jobs: int | None,
     progress: bool,
 ) -> dict:
+    """Featurise `table` into the cache `path`, or leave nothing: a build that fails or
+    is stopped by SIGTERM or SIGINT (`Interrupted`, which ends its worker processes on
+    the way) removes its temporary file, and the cache file and its seal once the file
+    had begun to take their place."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    replacing = False
     try:
-        meta = _write(tmp, key, identity, featurizer, table, n_jobs, progress)
-        seal = {"size": tmp.stat().st_size, "crc32": _file_crc(tmp)}
-        os.replace(tmp, path)
-        atomic_write_json(_seal_path(path), seal)  # last: an unsealed file is rebuilt
-        _fsync_dir(path.parent)
+        with interruptible(f"featurising {path}"):
+            meta = _write(tmp, key, identity, featurizer, table, n_jobs, progress)
+            seal = {"size": tmp.stat().st_size, "crc32": _file_crc(tmp)}
+            replacing = True
+            os.replace(tmp, path)
+            atomic_write_json(_seal_path(path), seal)  # last: an unsealed file is rebuilt
     except BaseException:
         tmp.unlink(missing_ok=True)
+        if replacing:
+            path.unlink(missing_ok=True)
+            _seal_path(path).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
     return meta
 
 
