@@ -18,7 +18,9 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from e2e_helpers import QUIET, RF, TinyTask
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from rdkit import Chem
@@ -369,3 +371,35 @@ def test_a_stopped_validation_leaves_no_table(tmp_path: Path, monkeypatch) -> No
     assert multiprocessing.active_children() == []
     tables = tmp_path / "data" / "tables"
     assert [p.suffix for p in tables.iterdir()] == [".lock"]
+
+
+@pytest.mark.slow
+def test_predict_gives_every_ordinary_row_its_prediction(tmp_path: Path) -> None:
+    """Rows refused by validation (too long, too large) or by the model's featuriser
+    (over its own limit) keep their line with the reason; the others are predicted."""
+    task = TinyTask.create(tmp_path, workers=1)
+    try:
+        run = tmp_path / "rf"
+        limited = [*RF, "+model.featurizer.max_atoms=50"]
+        task.run(["train.py", *task.task_args(), *QUIET, *limited, f"hydra.run.dir={run}"]).ok()
+        ordinary = task.molecules["smiles"].tolist()[:4]
+        rows = [ordinary[0], HUGE_SMILES, ordinary[1], LARGE_CHAIN, "C" * 60, *ordinary[2:]]
+        (tmp_path / "new.csv").write_text("smiles\n" + "\n".join(rows) + "\n")
+        predict = ["-m", "oodmol.apps.predict", f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}"]
+        predict += [f"input={tmp_path / 'new.csv'}", f"out={tmp_path / 'out.csv'}", *QUIET]
+        result = task.run(predict).ok()
+    finally:
+        task.close()
+    out = pd.read_csv(tmp_path / "out.csv", keep_default_na=False)
+    assert out["error"].tolist() == [
+        "",
+        "SMILES longer than max_smiles_length (2000 characters)",
+        "",
+        "more heavy atoms than max_atoms (1000)",
+        f"no features: {'C' * 60}: more heavy atoms than max_atoms (50)",
+        "",
+        "",
+    ]
+    assert [value != "" for value in out["y_pred"]] == [error == "" for error in out["error"]]
+    assert "predicted 4 of 7 molecules" in result.stdout
+    assert "line 3: not predicted (SMILES longer than max_smiles_length" in result.stderr

@@ -12,12 +12,13 @@ build ends: training installs its own for pre-emption (`oodmol.training.preempti
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from oodmol.errors import OodmolError
+from oodmol.errors import OodmolError, message_of
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 NOTHING_KEPT = "nothing was kept; run again to build it"
@@ -71,3 +72,16 @@ def interruptible(doing: str, outcome: str = NOTHING_KEPT) -> Iterator[None]:
     finally:
         for s in caught:  # None: a handler not set from Python, which cannot be restored
             signal.signal(s, signal.SIG_DFL if previous[s] is None else previous[s])
+
+
+@contextmanager
+def exit_when_interrupted(program: str = "oodmol") -> Iterator[None]:
+    """For the Hydra applications (train, evaluate, predict), whose other errors Hydra
+    reports as it does (a failed job of a multirun must not end the others): a stop
+    signal during a build ends the process, multirun or not, with `Interrupted`'s
+    message and exit status."""
+    try:
+        yield
+    except Interrupted as stop:
+        print(message_of(program, stop), file=sys.stderr, flush=True)
+        raise SystemExit(stop.exit_code) from None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from pathlib import Path
 
 import hydra
@@ -16,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from oodmol.config import config_dir
-from oodmol.errors import user_errors
+from oodmol.interrupts import exit_when_interrupted
 from oodmol.parallel import limit_threads
 from oodmol.scoring import score_checkpoint, score_file
 
@@ -25,7 +24,7 @@ log = logging.getLogger("oodmol.evaluate")
 
 @hydra.main(config_path=str(config_dir()), config_name="evaluate", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
-    with user_errors("oodmol", sys.argv[1:]):
+    with exit_when_interrupted():
         return evaluate(cfg)
 
 

@@ -9,7 +9,7 @@ import hydra
 from omegaconf import DictConfig
 
 from oodmol.config import config_dir
-from oodmol.errors import user_errors
+from oodmol.interrupts import exit_when_interrupted
 from oodmol.parallel import limit_threads
 from oodmol.prediction import predict_file
 
@@ -18,7 +18,7 @@ MAX_NAMED = 50  # rows named one by one on the terminal; the output file has the
 
 @hydra.main(config_path=str(config_dir()), config_name="predict", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    with user_errors("oodmol", sys.argv[1:]):
+    with exit_when_interrupted():
         predict(cfg)
 
 

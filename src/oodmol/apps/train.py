@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
 from oodmol.config import config_dir
-from oodmol.errors import user_errors
+from oodmol.interrupts import exit_when_interrupted
 from oodmol.parallel import limit_threads
 from oodmol.training.run import train
 from oodmol.uq.members import run_members
@@ -17,7 +15,7 @@ from oodmol.uq.members import run_members
 @hydra.main(config_path=str(config_dir()), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> dict | float | None:
     """One model, or the members of an ensemble (`uq.members`) and their combination."""
-    with user_errors("oodmol", sys.argv[1:]):
+    with exit_when_interrupted():
         if cfg.threads:
             limit_threads(cfg.threads)
         return run_members(cfg, train)
