@@ -10,12 +10,11 @@ import os
 import pickle
 import signal
 import sys
-import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from types import TracebackType
@@ -24,6 +23,8 @@ from typing import Any, TypeVar
 from lightning_utilities.core.rank_zero import rank_zero_only
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
+
+from oodmol.interrupts import signals_deferred
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -47,7 +48,6 @@ _MAX_BATCH = 256  # items per message at most
 _PARENT_CHECK_SECONDS = 1.0  # how often an idle worker checks that its parent lives
 _STOP_SECONDS = 5.0  # how long a worker told to stop may take before it is killed
 _MAX_UNEXPLAINED_DEATHS = 3  # workers dying outside any item, in a row, before the run fails
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 _core_cap: int | None = None
@@ -268,7 +268,7 @@ class _Supervisor:
         ended). A stop signal arriving meanwhile takes effect once the worker is on the
         list, from which nothing is left behind: raised in the middle of the fork, it
         would leave a process that no one knows."""
-        with _signals_deferred():
+        with signals_deferred():
             worker = _Worker(self.context, self.fn)
             if index == len(self.workers):
                 self.workers.append(worker)
@@ -450,26 +450,3 @@ def _portable(error: Exception) -> tuple[Exception, str]:
     except Exception:
         error = RuntimeError(f"{type(error).__name__}: {error}")
     return error, text
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM that arrive inside the block are handled at its end, by the
-    handlers there were (only the main thread handles signals, so elsewhere it changes
-    nothing). Blocking them would not do: another thread of the process (tqdm's monitor,
-    torch's pools) takes a blocked signal, and Python runs its handler all the same."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = {}
-    for signum in _STOP_SIGNALS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            previous[signum] = signal.signal(signum, lambda n, frame: received.append(n))
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-        if received:
-            signal.raise_signal(received[0])
