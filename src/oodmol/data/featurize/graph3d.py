@@ -10,11 +10,12 @@ from oodmol.data.featurize.conformers import ConformerMethod, embed
 from oodmol.data.limits import MAX_SMILES_LENGTH, seconds, size_problem
 
 # Atoms with their hydrogens: ETKDG and MMFF grow faster than linearly with size (a chain
-# of 450 atoms takes 10 s); 2.3x the data sets' largest (216 atoms).
+# of 450 atoms takes 14 s); 2.3x the data sets' largest (216 atoms).
 MAX_ATOMS = 500
-# Seconds for each of RDKit's two embeddings (ETKDG, then from random coordinates), 5x
-# what the largest molecule allowed takes, so that a seeded conformer never depends on
-# the machine's speed; the hard `TIME_LIMIT` lies above both and the force field.
+# Whole seconds for each of RDKit's two embeddings (ETKDG, then from random coordinates):
+# 5x what the largest molecule allowed takes, so that this wall-clock limit changes the
+# conformer of no molecule of ordinary size on a slower machine; the hard `TIME_LIMIT`
+# lies above both embeddings and the force field.
 EMBED_TIMEOUT = 60
 TIME_LIMIT = 180.0
 
