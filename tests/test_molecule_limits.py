@@ -232,8 +232,8 @@ def test_graph3d_refuses_a_given_geometry_over_its_limit() -> None:
 
 
 def test_etkdg_gives_up_at_its_own_timeout() -> None:
-    """ETKDG fails on this molecule of the 10k CSD set (mol 2385) after 18 s here; with
-    RDKit's timeout its two embeddings give up after a second each, no kill needed."""
+    """ETKDG fails on this molecule of the 10k CSD set (mol 2385) only after 18-35 s;
+    with RDKit's timeout its two embeddings give up after a second each, no kill needed."""
     hard = "COC(=O)C1(C)CC2C3C4CC3(OC(=O)c3ccc([N+](=O)[O-])cc3)CC4(C)C2C1"
     started = time.monotonic()
     with pytest.raises(ConformerError, match="ETKDG embedding failed"):
