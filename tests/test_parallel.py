@@ -16,12 +16,13 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from oodmol.data.featurize.fingerprints import MorganFingerprint
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
-from oodmol.data.validate import PARALLEL_THRESHOLD, parse_all
+from oodmol.data.validate import parse_all
 from oodmol.parallel import (
     THREAD_VARIABLES,
     available_cores,
     limit_cores,
     limit_threads,
+    start_method,
     worker_count,
 )
 
@@ -34,26 +35,35 @@ def one_core() -> Iterator[None]:
 
 
 @pytest.fixture
-def no_pools(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Starting a worker process fails the test."""
+def started(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The worker processes started, one entry each."""
+    context = multiprocessing.get_context(start_method())
+    process = context.Process
+    starts: list[int] = []
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("a pool of worker processes was started")
+    def counted(*args, **kwargs):
+        starts.append(1)
+        return process(*args, **kwargs)
 
-    monkeypatch.setattr(multiprocessing, "get_context", refuse)
+    monkeypatch.setattr(context, "Process", counted)
+    return starts
 
 
-def test_cap_of_one_core_starts_no_worker_process(one_core, no_pools, tmp_path: Path) -> None:
+def test_cap_of_one_core_runs_one_worker_process(one_core, started, tmp_path: Path) -> None:
     """Featurisation and validation, each large enough to run across cores without a
-    cap, run in this process; an explicit n_jobs is capped too."""
+    cap, run in one worker process each (this process only waits for it); an explicit
+    n_jobs is capped too."""
     assert available_cores() == 1
     assert worker_count(None) == worker_count(8) == 1
     table = MoleculeTable("ethanol", np.arange(64), np.array(["CCO"] * 64), {"y": np.zeros(64)})
     fingerprint = MorganFingerprint(n_bits=64)
     assert len(FeatureStore.build_or_open(fingerprint, table, tmp_path, progress=False)) == 64
+    assert len(started) == 1
     counts = MorganFingerprint(n_bits=64, counts=True)
     assert len(FeatureStore.build_or_open(counts, table, tmp_path, n_jobs=4, progress=False)) == 64
-    assert len(parse_all(["CCO"] * PARALLEL_THRESHOLD, progress=False)) == PARALLEL_THRESHOLD
+    assert len(started) == 2
+    assert len(parse_all(["CCO"] * 5000, progress=False)) == 5000
+    assert len(started) == 3
 
 
 def test_without_a_cap_an_explicit_n_jobs_stands() -> None:

@@ -24,7 +24,8 @@ DEBUG_FLAG = "--debug"
 DEBUG_VARIABLES = ("OODMOL_DEBUG", "HYDRA_FULL_ERROR")
 USER_ERROR = 2
 RUN_FAILED = 1
-INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+STOPPED_BY_SIGNAL = 128  # and up: 128 + the signal, as a shell reports it
+INTERRUPTED = STOPPED_BY_SIGNAL + 2  # SIGINT
 _FIXABLE_BY_USER = {
     errno.ENOENT,
     errno.ENOTDIR,
@@ -126,8 +127,8 @@ def user_errors(
         message = message_of(program, error)
         if show:
             print(message, file=sys.stderr, flush=True)
-        if raise_as is not None:
-            raise raise_as(message) from None
+        if raise_as is not None and error.exit_code < STOPPED_BY_SIGNAL:
+            raise raise_as(message) from None  # a stop signal ends a sweep too
         raise SystemExit(error.exit_code) from None
     except OSError as error:
         code = _environment_error(error)

@@ -1,4 +1,5 @@
-"""CLI: python -m oodmol.uq combine <folder with member runs> --out <run folder>."""
+"""oodmol uq combine <folder with member runs> --out <run folder>: an ensemble's members,
+trained as separate jobs, combined into its run."""
 
 from __future__ import annotations
 

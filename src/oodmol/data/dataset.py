@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from oodmol.data.report import DataReport
 from oodmol.data.sources.base import Source
 from oodmol.data.table import Geometry, MoleculeTable
 from oodmol.data.validate import validate
+from oodmol.interrupts import interruptible
 from oodmol.io import atomic_write_dir, atomic_write_json
 from oodmol.locks import build_lock
 from oodmol.parallel import global_rank
@@ -58,16 +60,18 @@ def _build(
     source: Source, data_dir: Path, folder: Path, key: str, problem: str | None, progress: bool
 ) -> tuple[MoleculeTable, DataReport]:
     """Validate the source into the cache `folder` under its build lock, unless another
-    process has done it meanwhile."""
+    process has done it meanwhile. Stopped by SIGTERM or SIGINT, it raises `Interrupted`
+    and leaves no temporary folder and no worker process behind."""
     with build_lock(Path(f"{folder}.lock"), f"data set cache {folder} {problem or 'is missing'}"):
         cached, problem = _open(folder, key)
         if cached is not None:
             return cached
         if problem is not None:
             log.warning("data set cache %s %s; rebuilding it", folder, problem)
-        raw = source.read(data_dir)
-        table, report = validate(raw, source.elements, progress=progress)
-        atomic_write_dir(folder, lambda tmp: _write(tmp, key, table, report))
+        with interruptible(f"validating {source.name} into {folder}"):
+            raw = source.read(data_dir)
+            table, report = validate(raw, source.elements, progress=progress, limits=source.limits)
+            atomic_write_dir(folder, lambda tmp: _write(tmp, key, table, report))
         cached, problem = _open(folder, key)
     if cached is None:
         raise RuntimeError(f"data set cache {folder} could not be read back: it {problem}")
@@ -79,6 +83,7 @@ def _cache_key(source: Source, data_dir: Path) -> str:
         "format": FORMAT_VERSION,
         "name": source.name,
         "elements": source.elements,
+        "limits": asdict(source.limits),
         "rdkit": rdkit.__version__,
         "source": source.fingerprint(data_dir),
     }

@@ -36,6 +36,7 @@ import struct
 import time
 import zlib
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -44,10 +45,12 @@ import lmdb
 import numpy as np
 
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
+from oodmol.data.limits import shown
 from oodmol.data.table import MoleculeTable
+from oodmol.interrupts import interruptible
 from oodmol.io import atomic_write_json
 from oodmol.locks import build_lock
-from oodmol.parallel import process_map, worker_count
+from oodmol.parallel import Refused, process_map, worker_count
 
 FORMAT_VERSION = 1
 META_KEY = b"__meta__"
@@ -88,9 +91,11 @@ class FeatureStore:
         stale, incomplete or damaged.
 
         `n_jobs=None` uses every core this process may run on (`available_cores`), never
-        more than `oodmol.parallel.limit_cores` allows; `n_jobs=1` featurises in this
-        process. Workers are forked (see `oodmol.parallel.process_map`). A cache that must
-        be built in a folder this process cannot write to raises `ReadOnlyCacheError`.
+        more than `oodmol.parallel.limit_cores` allows. Molecules are featurised in worker
+        processes (`oodmol.parallel.process_map`), one at a time each: a molecule that
+        crashes its worker or runs past the featuriser's `time_limit` is recorded in
+        `failed` with the reason, and the rest go on. A cache that must be built in a
+        folder this process cannot write to raises `ReadOnlyCacheError`.
         """
         identity = {
             "format": FORMAT_VERSION,
@@ -118,8 +123,9 @@ class FeatureStore:
 
     @property
     def failed(self) -> dict[int, str]:
-        """Molecules the featuriser could not represent (mol_id → reason); they have no
-        record in the cache."""
+        """Molecules the featuriser could not represent, refused as too large, or that
+        crashed or overran their worker (mol_id → reason); they have no record in the
+        cache."""
         return {int(mol_id): reason for mol_id, reason in self.meta.get("failed", {}).items()}
 
     def get(self, mol_id: int) -> dict[str, np.ndarray]:
@@ -313,16 +319,26 @@ def _build(
     n_jobs: int | None,
     progress: bool,
 ) -> dict:
+    """Featurise `table` into the cache `path`, or leave nothing: a build that fails or
+    is stopped by SIGTERM or SIGINT (`Interrupted`, which ends its worker processes on
+    the way) removes its temporary file, and the cache file and its seal once the file
+    had begun to take their place."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    replacing = False
     try:
-        meta = _write(tmp, key, identity, featurizer, table, n_jobs, progress)
-        seal = {"size": tmp.stat().st_size, "crc32": _file_crc(tmp)}
-        os.replace(tmp, path)
-        atomic_write_json(_seal_path(path), seal)  # last: an unsealed file is rebuilt
-        _fsync_dir(path.parent)
+        with interruptible(f"featurising {path}"):
+            meta = _write(tmp, key, identity, featurizer, table, n_jobs, progress)
+            seal = {"size": tmp.stat().st_size, "crc32": _file_crc(tmp)}
+            replacing = True
+            os.replace(tmp, path)
+            atomic_write_json(_seal_path(path), seal)  # last: an unsealed file is rebuilt
     except BaseException:
         tmp.unlink(missing_ok=True)
+        if replacing:
+            path.unlink(missing_ok=True)
+            _seal_path(path).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
     return meta
 
 
@@ -341,7 +357,7 @@ def _write(
         raise ValueError(f"table {table.name!r}: a mol_id collides with the meta record key")
     order = sorted(range(len(keys)), key=keys.__getitem__)  # LMDB appends in key order
     mol_ids = table.mol_id[order].tolist()
-    jobs = zip(mol_ids, inputs_of(table, np.asarray(order)), strict=True)
+    inputs = inputs_of(table, np.asarray(order))
     n_jobs = min(worker_count(n_jobs), max(len(keys), 1))
     started = time.perf_counter()
     log.info("featurising %s with %s on %d cores", table.name, featurizer.name, n_jobs)
@@ -360,25 +376,31 @@ def _write(
         batch = []
         results = process_map(
             partial(_featurize_one, featurizer),
-            jobs,
+            zip(mol_ids, inputs, strict=True),
             total=len(keys),
             desc=f"{table.name}/{featurizer.name}",
             n_jobs=n_jobs,
             progress=progress,
+            time_limit=featurizer.time_limit,
         )
-        for mol_id, (value, n_nonfinite, failure) in zip(mol_ids, results, strict=True):
-            if failure is not None:
-                failed[str(mol_id)] = failure
-                continue
-            if n_nonfinite:
-                nonfinite_molecules += 1
-                nonfinite_values += n_nonfinite
-                if len(examples) < _MAX_EXAMPLES:
-                    examples.append(mol_id)
-            batch.append((_key(mol_id), value))
-            if len(batch) == _BATCH:
-                _put(env, batch, append=True)
-                batch = []
+        with closing(results):  # its workers end here, also when this loop raises
+            for mol_id, mol, outcome in zip(mol_ids, inputs, results, strict=True):
+                if isinstance(outcome, Refused):  # it crashed or overran its worker
+                    failed[str(mol_id)] = f"{shown(mol.smiles)}: {outcome.reason}"
+                    continue
+                value, n_nonfinite, failure = outcome
+                if failure is not None:
+                    failed[str(mol_id)] = failure
+                    continue
+                if n_nonfinite:
+                    nonfinite_molecules += 1
+                    nonfinite_values += n_nonfinite
+                    if len(examples) < _MAX_EXAMPLES:
+                        examples.append(mol_id)
+                batch.append((_key(mol_id), value))
+                if len(batch) == _BATCH:
+                    _put(env, batch, append=True)
+                    batch = []
         _put(env, batch, append=True)
         meta = {
             "key": key,
@@ -401,7 +423,7 @@ def _write(
         env.close()
     log.info("built %s in %.1f s", tmp.name, meta["build_seconds"])
     if failed:
-        shown = ", ".join(f"mol_id {k}: {v}" for k, v in list(failed.items())[:_MAX_EXAMPLES])
+        listed = ", ".join(f"mol_id {k}: {v}" for k, v in list(failed.items())[:_MAX_EXAMPLES])
         log.warning(
             "%s could not featurise %d of %d molecules of %s (not in the cache; runs on "
             "it leave them out): %s",
@@ -409,7 +431,7 @@ def _write(
             len(failed),
             len(keys),
             table.name,
-            shown,
+            listed,
         )
     return json.loads(raw_meta)  # exactly what a later open reads back
 
@@ -436,10 +458,10 @@ def _featurize_one(
     try:
         arrays = featurizer(mol)
     except FeaturizationError as e:
-        return None, 0, f"{mol.smiles}: {e}"
+        return None, 0, f"{shown(mol.smiles)}: {e}"
     except Exception as e:
         raise RuntimeError(
-            f"featuriser {featurizer.name!r} failed on mol_id {mol_id} ({mol.smiles}): {e!r}"
+            f"featuriser {featurizer.name!r} failed on mol_id {mol_id} ({shown(mol.smiles)}): {e!r}"
         ) from e
     n_nonfinite = sum(
         int(np.count_nonzero(~np.isfinite(a))) for a in arrays.values() if a.dtype.kind in "fc"

@@ -56,6 +56,7 @@ def csv_task(
     name: str | None = None,
     checksum: str | None = None,
     columns: list[str] | None = None,
+    limits: dict | None = None,
 ) -> Task:
     """A BOOM-style task on a user's own CSV file, through the same validation.
 
@@ -63,6 +64,7 @@ def csv_task(
     run's configuration, and so its folder, was made for: a file changed since is refused.
     `columns` reads more property columns into the data set (default: the target alone),
     for a split ranked by another column (`split=ood_of split.property=<column>`).
+    `limits` bounds each molecule's size and parsing time (`MoleculeLimits`' keys).
     """
     if checksum is not None:
         actual = f"sha256:{file_digest(Path(path).expanduser(), 'sha256')}"
@@ -77,6 +79,7 @@ def csv_task(
         files=[path],
         smiles_column=smiles_column,
         target_columns=list(columns or [target_column]),
+        limits=limits,
     )
     return Task(
         name=name or f"csv-{stem}-{target_column}",

@@ -1,5 +1,9 @@
 """Chemistry validation: every molecule is parsed, sanitised and canonicalised by RDKit,
-and every record dropped or changed on the way is written into the data report."""
+and every record dropped or changed on the way is written into the data report.
+
+Records over the size limits (`oodmol.data.limits`) are refused before RDKit's work, and
+parsing runs in supervised worker processes, so that a record that crashes RDKit or runs
+past the time limit is dropped with the reason and the others are validated."""
 
 from __future__ import annotations
 
@@ -10,12 +14,19 @@ from functools import partial
 import numpy as np
 from rdkit import Chem, RDLogger
 
+from oodmol.data.limits import (
+    DEFAULT_LIMITS,
+    MoleculeLimits,
+    atom_count,
+    length_problem,
+    shown,
+    size_problem,
+)
 from oodmol.data.report import DataReport, Finding
 from oodmol.data.sources.base import RawData
 from oodmol.data.table import MoleculeTable
-from oodmol.parallel import process_map
+from oodmol.parallel import Refused, process_map
 
-PARALLEL_THRESHOLD = 5000
 DIFFERENT_TARGET = "duplicate structure with a different target"
 
 
@@ -28,15 +39,25 @@ class Parsed:
     composition: tuple[tuple[int, int], ...]  # (atomic number, count) with hydrogens
 
 
-def parse_smiles(smiles: str, composition: bool = False) -> Parsed:
+def parse_smiles(
+    smiles: str, composition: bool = False, limits: MoleculeLimits = DEFAULT_LIMITS
+) -> Parsed:
     """Parse, sanitise and canonicalise one SMILES; an error is returned, not raised.
 
-    The element composition with hydrogens (a third of the cost) only when asked, to
-    check a geometry against its SMILES."""
+    A SMILES over `limits.max_smiles_length` is refused before RDKit reads it, a molecule
+    of more than `limits.max_atoms` heavy atoms before RDKit sanitises it. The element
+    composition with hydrogens (a third of the cost) only when asked, to check a geometry
+    against its SMILES."""
+    problem = length_problem(smiles, limits.max_smiles_length)
+    if problem:
+        return Parsed(None, problem, 0, (), ())
     RDLogger.DisableLog("rdApp.*")
     mol = Chem.MolFromSmiles(smiles, sanitize=False)
     if mol is None:
         return Parsed(None, "unparseable SMILES", 0, (), ())
+    problem = size_problem(atom_count(mol), limits.max_atoms)
+    if problem:
+        return Parsed(None, problem, 0, (), ())
     try:
         Chem.SanitizeMol(mol)
     except Exception as error:  # RDKit raises several exception types for bad valences
@@ -54,25 +75,36 @@ def parse_smiles(smiles: str, composition: bool = False) -> Parsed:
 
 
 def parse_all(
-    smiles: list[str], progress: bool, n_jobs: int | None = None, composition: bool = False
+    smiles: list[str],
+    progress: bool,
+    n_jobs: int | None = None,
+    composition: bool = False,
+    limits: MoleculeLimits = DEFAULT_LIMITS,
 ) -> list[Parsed]:
-    """RDKit parsing of a whole data set, across cores when it is large."""
+    """`parse_smiles` of a whole data set, across cores, in worker processes: a SMILES
+    that crashes RDKit or takes longer than `limits.time_limit` is refused with the
+    reason, the others are parsed."""
     results = process_map(
-        partial(parse_smiles, composition=composition),
+        partial(parse_smiles, composition=composition, limits=limits),
         smiles,
         total=len(smiles),
         desc="validating molecules",
         n_jobs=n_jobs,
         progress=progress,
-        serial_below=PARALLEL_THRESHOLD,
+        time_limit=limits.time_limit,
     )
-    return list(results)
+    return [Parsed(None, r.reason, 0, (), ()) if isinstance(r, Refused) else r for r in results]
 
 
 def validate(
-    raw: RawData, elements: list[str] | None, progress: bool = True, n_jobs: int | None = None
+    raw: RawData,
+    elements: list[str] | None,
+    progress: bool = True,
+    n_jobs: int | None = None,
+    limits: MoleculeLimits = DEFAULT_LIMITS,
 ) -> tuple[MoleculeTable, DataReport]:
-    """Keep the records that are valid molecules; name every one that is not.
+    """Keep the records that are valid molecules within `limits`; name every one that
+    is not.
 
     Duplicate structures (same canonical SMILES) keep the lowest molecule id, so no
     structure can end up in two sets of a split; those whose targets disagree are
@@ -81,7 +113,9 @@ def validate(
     report = raw.report
     n_read_ok = len(raw.mol_id)
     report.n_read = report.count("dropped") + n_read_ok
-    parsed = parse_all(raw.smiles, progress, n_jobs, composition=raw.geometry is not None)
+    parsed = parse_all(
+        raw.smiles, progress, n_jobs, composition=raw.geometry is not None, limits=limits
+    )
     keep = np.ones(n_read_ok, dtype=bool)
     first_of: dict[str, int] = {}  # canonical SMILES -> row of the molecule kept
     allowed = set(elements) if elements else None
@@ -89,7 +123,7 @@ def validate(
     for row, (mol_id, smiles, p) in enumerate(zip(raw.mol_id, raw.smiles, parsed, strict=True)):
         where = f"mol {mol_id}"
         if p.canonical is None:
-            report.record(p.error, "dropped", where, repr(smiles))
+            report.record(p.error, "dropped", where, repr(shown(smiles)))
             keep[row] = False
             continue
         if allowed is not None and not set(p.elements) <= allowed:

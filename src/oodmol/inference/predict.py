@@ -5,9 +5,10 @@
 The checkpoint alone rebuilds the model: its config, the training statistics it was
 built from, and what its feature set learnt from the training split. New molecules go
 through the checks training molecules went through (RDKit parsing, sanitisation and
-canonical SMILES, the training data set's elements) and the same featuriser. No input row
-is lost: one that cannot be predicted keeps its line with an empty prediction and the
-reason, and every such row is named on the way.
+canonical SMILES, the training data set's elements and size limits) and the same
+featuriser, in worker processes, so that a molecule that crashes RDKit or overruns its
+time limit is refused alone. No input row is lost: one that cannot be predicted keeps its
+line with an empty prediction and the reason, and every such row is named on the way.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
+from oodmol.data.limits import DEFAULT_LIMITS, MoleculeLimits
 from oodmol.data.sources.csv_source import read_smiles_column
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
@@ -57,7 +59,7 @@ def predict_file(cfg: DictConfig) -> Predicted:
     run = trained.config
     rows = read_smiles_column(Path(cfg.input), cfg.smiles_column)
     elements = OmegaConf.select(run, "task.source.elements")  # a CSV task allows any
-    canonical, rejected = _validated(rows, elements, cfg.progress)
+    canonical, rejected = _validated(rows, elements, cfg.progress, _limits(run))
     lines = np.array(sorted(canonical), dtype=np.int64)
     predictions: dict[str, np.ndarray] = {}
     if len(lines):
@@ -71,14 +73,28 @@ def predict_file(cfg: DictConfig) -> Predicted:
     return Predicted(Path(cfg.out), len(rows), len(rows) - len(rejected), rejected)
 
 
+def _limits(run: DictConfig) -> MoleculeLimits:
+    """The limits the run's training molecules were validated with: its data source's,
+    a CSV task's own, or (a run from before they existed) the defaults."""
+    for key in ("task.source.limits", "task.limits"):
+        limits = OmegaConf.select(run, key)
+        if limits is not None:
+            return MoleculeLimits(**limits)
+    return DEFAULT_LIMITS
+
+
 def _validated(
-    rows: list[tuple[int, str]], elements: list[str] | None, progress: bool
+    rows: list[tuple[int, str]],
+    elements: list[str] | None,
+    progress: bool,
+    limits: MoleculeLimits = DEFAULT_LIMITS,
 ) -> tuple[dict[int, str], dict[int, str]]:
     """Canonical SMILES by line of the rows a model may see, and why each other row may
     not: as `oodmol.data.validate` treats training data (no molecule is dropped as a
-    duplicate: every row gets its prediction)."""
+    duplicate: every row gets its prediction; one over the limits, or that crashes or
+    overruns its worker, is refused with the reason)."""
     canonical, rejected = {}, {}
-    parsed = parse_all([smiles for _, smiles in rows], progress)
+    parsed = parse_all([smiles for _, smiles in rows], progress, limits=limits)
     allowed = set(elements) if elements else None
     for (line, smiles), result in zip(rows, parsed, strict=True):
         if not smiles:

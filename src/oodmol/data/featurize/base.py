@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from rdkit import Chem
 
+from oodmol.data.limits import atom_count, length_problem, size_problem
 from oodmol.data.table import MoleculeTable
 
 
@@ -39,6 +41,10 @@ class Featurizer(ABC):
     """
 
     name: ClassVar[str]
+    # Seconds one molecule may take (None: no limit). RDKit's C++ code cannot be stopped
+    # from Python, so the feature cache's build enforces it from outside: it kills the
+    # worker process of a molecule that overruns it and records the molecule as refused.
+    time_limit: float | None = None
 
     @abstractmethod
     def params(self) -> dict:
@@ -48,6 +54,22 @@ class Featurizer(ABC):
     @abstractmethod
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         """Features of one molecule."""
+
+
+def parse_within(
+    smiles: str, max_smiles_length: int, max_atoms: int, hydrogens: bool = False
+) -> Chem.Mol | None:
+    """RDKit's molecule of `smiles`, or None where RDKit cannot parse it; a SMILES over
+    `max_smiles_length` (checked before RDKit reads it) or a molecule of more than
+    `max_atoms` atoms (heavy atoms, or with their hydrogens) raises `FeaturizationError`,
+    before any expensive work."""
+    problem = length_problem(smiles, max_smiles_length)
+    rd_mol = None if problem else Chem.MolFromSmiles(smiles)
+    if rd_mol is not None:
+        problem = size_problem(atom_count(rd_mol, hydrogens), max_atoms, hydrogens)
+    if problem:
+        raise FeaturizationError(problem)
+    return rd_mol
 
 
 def inputs_of(table: MoleculeTable, rows: np.ndarray) -> list[MolInput]:

@@ -61,19 +61,21 @@ class Conformer:
     fragment: np.ndarray  # int64 [n_atoms]
 
 
-def embed(smiles: str, seed: int = 0, max_iterations: int = 0) -> Conformer:
+def embed(smiles: str, seed: int = 0, max_iterations: int = 0, timeout: int = 0) -> Conformer:
     """One optimised conformer of `smiles` with explicit hydrogens.
 
     `max_iterations` is ETKDG's embedding-attempt budget (0: RDKit's default); tests
-    lower it to force the fallbacks."""
+    lower it to force the fallbacks. `timeout` is RDKit's own limit on each of the two
+    embeddings, in whole seconds (0: none): ETKDG gives up with no coordinates, and a
+    molecule whose embedding both times out is refused without its worker being killed."""
     mol = Chem.MolFromSmiles(smiles)
     if mol is None:
         raise ConformerError(f"RDKit cannot parse {smiles!r}")
     mol = Chem.AddHs(mol)
     random_start = False
-    if _embed(mol, seed, max_iterations, random_coords=False) < 0:
+    if _embed(mol, seed, max_iterations, timeout, random_coords=False) < 0:
         random_start = True
-        if _embed(mol, seed, max_iterations, random_coords=True) < 0:
+        if _embed(mol, seed, max_iterations, timeout, random_coords=True) < 0:
             raise ConformerError("ETKDG embedding failed, also from random coordinates")
     force_field, converged = _optimise(mol)
     method = ConformerMethod[f"{'RANDOM' if random_start else 'ETKDG'}_{force_field}"]
@@ -87,10 +89,11 @@ def embed(smiles: str, seed: int = 0, max_iterations: int = 0) -> Conformer:
     return Conformer(atomic_numbers, positions, method, converged, fragment)
 
 
-def _embed(mol: Chem.Mol, seed: int, max_iterations: int, random_coords: bool) -> int:
+def _embed(mol: Chem.Mol, seed: int, max_iterations: int, timeout: int, random_coords: bool) -> int:
     params = rdDistGeom.ETKDGv3()
     params.randomSeed = seed
     params.useRandomCoords = random_coords
+    params.timeout = timeout
     if max_iterations:
         params.maxIterations = max_iterations
     return rdDistGeom.EmbedMolecule(mol, params)

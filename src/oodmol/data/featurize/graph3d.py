@@ -5,8 +5,19 @@ from __future__ import annotations
 import numpy as np
 import rdkit
 
-from oodmol.data.featurize.base import Featurizer, MolInput
+from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, parse_within
 from oodmol.data.featurize.conformers import ConformerMethod, embed
+from oodmol.data.limits import MAX_SMILES_LENGTH, seconds, size_problem
+
+# Atoms with their hydrogens: ETKDG and MMFF grow faster than linearly with size (a chain
+# of 450 atoms takes 14 s); 2.3x the data sets' largest (216 atoms).
+MAX_ATOMS = 500
+# Whole seconds for each of RDKit's two embeddings (ETKDG, then from random coordinates):
+# 5x what the largest molecule allowed takes, so that this wall-clock limit changes the
+# conformer of no molecule of ordinary size on a slower machine; the hard `TIME_LIMIT`
+# lies above both embeddings and the force field.
+EMBED_TIMEOUT = 60
+TIME_LIMIT = 180.0
 
 
 class Graph3D(Featurizer):
@@ -20,13 +31,31 @@ class Graph3D(Featurizer):
     sets get an ETKDG + MMFF94 conformer (`oodmol.data.featurize.conformers`), seeded.
     Neighbour graphs are built per batch by the models (their cutoffs differ), so the
     cache holds no edges.
+
+    A SMILES over `max_smiles_length` characters or a molecule of more than `max_atoms`
+    atoms with its hydrogens is refused before any embedding (`oodmol.data.limits`).
+    ETKDG gives up on an embedding after `embed_timeout` seconds (RDKit's own limit, 0:
+    none), and the feature cache's build refuses a molecule that takes more than
+    `time_limit` seconds in all (None: no limit) by killing its worker process.
     """
 
     name = "graph3d"
 
-    def __init__(self, seed: int = 0, max_iterations: int = 0) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        max_iterations: int = 0,
+        embed_timeout: int = EMBED_TIMEOUT,
+        max_smiles_length: int = MAX_SMILES_LENGTH,
+        max_atoms: int = MAX_ATOMS,
+        time_limit: float | None = TIME_LIMIT,
+    ) -> None:
         self.seed = seed
         self.max_iterations = max_iterations
+        self.embed_timeout = embed_timeout
+        self.max_smiles_length = max_smiles_length
+        self.max_atoms = max_atoms
+        self.time_limit = seconds(time_limit)
 
     def params(self) -> dict:
         return {
@@ -35,17 +64,26 @@ class Graph3D(Featurizer):
             "conformers": "etkdgv3-random-coords/mmff94-uff",
             "seed": self.seed,
             "max_iterations": self.max_iterations,
+            # they decide which molecules the cache holds, and how
+            "embed_timeout": self.embed_timeout,
+            "max_smiles_length": self.max_smiles_length,
+            "max_atoms": self.max_atoms,
+            "time_limit": self.time_limit,
         }
 
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         if mol.coords is not None:
+            problem = size_problem(len(mol.atomic_numbers), self.max_atoms, hydrogens=True)
+            if problem:
+                raise FeaturizationError(problem)
             return {
                 "z": np.asarray(mol.atomic_numbers, dtype=np.int64),
                 "pos": np.asarray(mol.coords, dtype=np.float32),
                 "fragment": np.zeros(len(mol.atomic_numbers), dtype=np.int64),
                 "conformer": np.array([ConformerMethod.GIVEN, 1], dtype=np.int8),
             }
-        conformer = embed(mol.smiles, self.seed, self.max_iterations)
+        parse_within(mol.smiles, self.max_smiles_length, self.max_atoms, hydrogens=True)
+        conformer = embed(mol.smiles, self.seed, self.max_iterations, self.embed_timeout)
         return {
             "z": conformer.atomic_numbers,
             "pos": conformer.positions,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from oodmol.data.limits import MoleculeLimits
 from oodmol.data.report import DataReport
 from oodmol.data.table import Geometry
 
@@ -22,11 +25,19 @@ class RawData:
 
 
 class Source(ABC):
-    """A data set: where its records come from and which elements it may contain."""
+    """A data set: where its records come from, which elements it may contain, and how
+    large its molecules may be (`limits`: the keys of `MoleculeLimits`, whose defaults
+    fill in the rest)."""
 
-    def __init__(self, name: str, elements: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        elements: list[str] | None = None,
+        limits: Mapping[str, Any] | None = None,
+    ) -> None:
         self.name = name
         self.elements = sorted(elements) if elements else None
+        self.limits = MoleculeLimits(**(limits or {}))
 
     @abstractmethod
     def read(self, data_dir: Path) -> RawData:

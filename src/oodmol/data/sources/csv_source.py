@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,8 +33,9 @@ class CSVSource(Source):
         smiles_column: str = "smiles",
         target_columns: list[str] | None = None,
         elements: list[str] | None = None,
+        limits: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(name, elements)
+        super().__init__(name, elements, limits)
         self.files = [_file_spec(f) for f in files]
         self.smiles_column = smiles_column
         self.target_columns = list(target_columns or [])
