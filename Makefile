@@ -12,7 +12,7 @@ ifneq ($(wildcard ../shared/data),)
 export OODMOL_SOURCE_DIR ?= $(abspath ../shared/data)
 endif
 
-.PHONY: install train test test-slurm lint bench chemprop-env bench-chemprop gotennet-env \
+.PHONY: install train test test-slurm lint docs docs-serve bench chemprop-env bench-chemprop gotennet-env \
 	test-gotennet-reference bench-gotennet mace-env test-mace-reference bench-mace \
 	painn-et-env test-painn-et-reference bench-painn-et clean
 
@@ -48,6 +48,15 @@ test-slurm: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The documentation site (mkdocs.yml, docs/): `make docs` builds it into site/, every
+# warning an error (a broken link, a docstring that does not render); `make docs-serve`
+# serves it at http://127.0.0.1:8000 and rebuilds it on every change.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site $(ARGS)
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve $(ARGS)
 
 bench: install
 	$(PY) bench/splits.py
@@ -146,4 +155,4 @@ bench-painn-et: painn-et-env
 	$(PAINN_ET_VENV)/bin/python bench/painn_et_reference.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(CHEMPROP_VENV) $(GOTENNET_VENV) $(MACE_VENV) $(PAINN_ET_VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CHEMPROP_VENV) $(GOTENNET_VENV) $(MACE_VENV) $(PAINN_ET_VENV) .pytest_cache .ruff_cache site

@@ -1,4 +1,4 @@
-"""GotenNet as it was before it was made faster (issue 17): a frozen copy of
+"""GotenNet as it was before it was made faster: a frozen copy of
 `src/oodmol/models/backbones/gotennet.py` at commit 89bd68d, less `from_reference_state_dict`,
 kept as the reference that the faster model must reproduce with identical weights
 (`test_gotennet_speedup_equivalence.py`) and as the baseline of speed comparisons. Not to

@@ -322,7 +322,7 @@ def test_unknown_objective_names_the_logged_metrics(runs: TinyTask) -> None:
     assert "'val_loss', 'val_rmse'" in stderr
 
 
-# -------------------------------------------------- the OOD-trajectory diagnostic (#21)
+# -------------------------------------------------- the OOD-trajectory diagnostic
 
 
 def test_trajectory_diagnostic_changes_nothing_and_scores_every_epoch(runs: TinyTask) -> None:

@@ -93,7 +93,7 @@ def test_multirun_writes_one_run_folder_per_job(scale: TinyTask) -> None:
     assert set(runs) == {"mlp", "rf"}
     sweep_dir = scale.root / "sweep_basic"
     for model, folder in runs.items():
-        # README: runs/<task>/<split>/<model>/<configuration key>/<seed>, here below the
+        # docs/guide/running.md: runs/<task>/<split>/<model>/<configuration key>/<seed>, below the
         # sweep folder
         metrics = metrics_of(folder)
         key = metrics["config_key"]

@@ -128,8 +128,9 @@ def test_scripts_are_shellcheck_clean() -> None:
 
 
 def test_local_slurm_stops_only_the_daemons_it_started(tmp_path: Path) -> None:
-    """A stale pid file (an earlier session's, the pid reused since) names a process that
-    is not this cluster's daemon: status reports nothing running, stop leaves it alone."""
+    """A stale pid file (left by an earlier start of the cluster, the pid reused since)
+    names a process that is not this cluster's daemon: status reports nothing running,
+    stop leaves it alone."""
     folder = tmp_path / "cluster"
     (folder / "run").mkdir(parents=True)
     stranger = subprocess.Popen(["sleep", "60"])

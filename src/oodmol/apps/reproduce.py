@@ -5,8 +5,8 @@ folder by its configuration key (the model's, task's and protocol's own settings
 with other hyperparameters, a subset or a shortened budget never stands in for it) and
 reused; `--run` trains the missing ones there, one after the other, through train.py
 (`resume=true`: a run that was killed or pre-empted goes on from its last.ckpt).
-3D models run on the 10k tasks only and with their own (smaller) seed count, as the
-issue that asked for this table allows on a CPU.
+3D models run on the 10k tasks only and with their own (smaller) seed count, which keeps
+the table within a CPU's budget.
 
     oodmol reproduce runs/repro --run --out runs/repro/table
 """

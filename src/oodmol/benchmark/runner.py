@@ -33,11 +33,12 @@ def run(
     `predict` takes `return_std` (Gaussian processes, Bayesian ridge) is scored with its
     σ, recalibrated on the validation set.
 
-    >>> from sklearn.linear_model import Ridge
-    >>> runs = run(Ridge(alpha=10.0), "csv", features="morgan", seeds=(0,), path=tiny_csv,
-    ...            target_column="y", overrides=["task.ood_size=20"])
-    >>> runs[0]["model"], runs[0]["seed"], runs[0]["ood"]["n"]
-    ('Ridge', 0, 20)
+    Examples:
+        >>> from sklearn.linear_model import Ridge
+        >>> runs = run(Ridge(alpha=10.0), "csv", features="morgan", seeds=(0,), path=tiny_csv,
+        ...            target_column="y", overrides=["task.ood_size=20"])
+        >>> runs[0]["model"], runs[0]["seed"], runs[0]["ood"]["n"]
+        ('Ridge', 0, 20)
     """
     b = task if isinstance(task, BenchmarkTask) else load(task, split, **load_options)
     x = _scaled_features(b, features)

@@ -109,11 +109,12 @@ class BenchmarkTask:
         """Score predictions of the test sets exactly as a train.py run is scored; see
         `oodmol.benchmark.scoring.evaluate` for the options (sigma, val, name, save_to).
 
-        >>> b = load("csv", path=tiny_csv, target_column="y", overrides=["task.ood_size=20"])
-        >>> mean = b.train["target"].mean()
-        >>> metrics = b.evaluate({s: [mean] * len(b.test[s]) for s in b.test}, name="mean")
-        >>> metrics["model"], metrics["ood"]["n"], round(metrics["ood"]["rmse"], 3) > 0
-        ('mean', 20, True)
+        Examples:
+            >>> b = load("csv", path=tiny_csv, target_column="y", overrides=["task.ood_size=20"])
+            >>> mean = b.train["target"].mean()
+            >>> metrics = b.evaluate({s: [mean] * len(b.test[s]) for s in b.test}, name="mean")
+            >>> metrics["model"], metrics["ood"]["n"], round(metrics["ood"]["rmse"], 3) > 0
+            ('mean', 20, True)
         """
         from oodmol.benchmark.scoring import evaluate
 

@@ -1,2 +1,2 @@
-"""Discovery campaigns (issue 15, BOOM C.8): does a model that cannot extrapolate still rank
+"""Discovery campaigns (BOOM's Appendix C.8): does a model that cannot extrapolate still rank
 the extreme molecules of the OOD pool well enough to find them?"""
