@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from oodmol.config import config_dir
@@ -60,8 +61,23 @@ def _targets_of_tree(folder: Path) -> frozenset[str]:
 
 
 def buildable_targets() -> frozenset[str]:
-    """Every `_target_` the config tree in use names: what the project itself builds."""
-    return _targets_of_tree(config_dir().resolve())
+    """Every `_target_` the config tree in use names: what the project itself builds.
+    The tree is `configs/` (or OODMOL_CONFIG_DIR) and, inside a Hydra application, every
+    other folder of configs it searches (`--config-dir`, `hydra.searchpath`): a model a
+    user added there, with its YAML, is the user's own project."""
+    folders = {config_dir().resolve(), *_searched_folders()}
+    return frozenset().union(*(_targets_of_tree(folder) for folder in sorted(folders)))
+
+
+def _searched_folders() -> list[Path]:
+    if not HydraConfig.initialized():
+        return []
+    sources = HydraConfig.get().runtime.config_sources
+    return [
+        Path(source.path).resolve()
+        for source in sources
+        if source.schema == "file" and Path(source.path).is_dir()
+    ]
 
 
 def check_stored_config(config: Any, source: str) -> None:
