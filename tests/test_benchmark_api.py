@@ -170,7 +170,7 @@ def test_sigma_adds_calibration_metrics_and_recalibration_on_val(api: TinyTask) 
     val = np.full(len(b.val), api.notes["constant"])
     recalibrated = b.evaluate(mean, sigma=sigma, val=val, val_sigma=np.full(len(b.val), 0.5))
     assert set(recalibrated["uq_recalibrated"]) >= {"zscaling", "conformal"}
-    with pytest.raises(PredictionError, match="ood: 20 sigma values are negative"):
+    with pytest.raises(PredictionError, match="ood: 20 sigmas are negative"):
         b.evaluate(mean, sigma={**sigma, "ood": -sigma["ood"]})
 
 

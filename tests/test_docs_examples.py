@@ -19,6 +19,8 @@ import pytest
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from oodmol.models.likelihood import GaussianLikelihood
+from oodmol.runs import build_datamodule, build_model
 
 import oodmol.uq.estimators
 from oodmol.config import CONFIG_DIR_ENV, compose_config, config_dir
@@ -26,8 +28,6 @@ from oodmol.data.statistics import TrainingSplit, compute_statistics
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.data.task import load_split, load_task
-from oodmol.models.likelihood import GaussianLikelihood
-from oodmol.runs import build_datamodule, build_model
 from oodmol.uq.estimators import ESTIMATORS, estimator_from_config
 
 PAGES = Path(__file__).resolve().parents[1] / "docs" / "extending"

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
-import subprocess
 import sys
-from collections.abc import Sequence
 
 # Hydra applications run as `python -m <module>`: the process is then the one Hydra,
 # Lightning's DDP launcher and a cluster's signals expect (a training run re-launches
@@ -41,13 +39,6 @@ TOOLS = {
     "reproduce": "oodmol.apps.reproduce",
     "uq": "oodmol.apps.uq",
 }
-
-
-def run_app(command: str, overrides: Sequence[str]) -> int:
-    """Run one Hydra application (train, evaluate, predict) in a child process of this
-    interpreter, as `oodmol <command>` would; its exit status."""
-    app = [sys.executable, "-m", HYDRA_APPS[command], *overrides]
-    return subprocess.run(app, check=False).returncode
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from oodmol.data.sources.fetch import file_digest
 from oodmol.errors import MissingFileError
+from oodmol.io import file_digest
 
 KEY_LENGTH = 8
 MEMBERS_DIR = "members"  # an ensemble's members train in <run dir>/members/<k>

@@ -16,6 +16,7 @@ by the group.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import secrets
@@ -31,6 +32,15 @@ def is_disk_full(error: BaseException) -> bool:
     """Whether `error` is a write refused for want of space: no space left on the device,
     or the disk quota exceeded."""
     return isinstance(error, OSError) and error.errno in DISK_FULL
+
+
+def file_digest(path: Path, algorithm: str) -> str:
+    """The hex digest of a file's content (hashlib's `algorithm`), read in blocks."""
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:

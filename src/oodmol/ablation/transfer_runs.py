@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from oodmol.cli import run_app
 from oodmol.errors import InputError
 from oodmol.record import read_record
+from oodmol.training.child import run_train
 from oodmol.training.run_folder import CHECKPOINT_DIR
 
 
@@ -98,7 +98,7 @@ def train(job: Job, init_from: Path | None = None) -> int:
     start = [f"model.init_from={init_from}"] if init_from is not None else []
     overrides = [*job.overrides, *start, f"hydra.run.dir={job.folder}"]
     print("[oodmol ablation] " + " ".join(overrides), flush=True)
-    return run_app("train", overrides)
+    return run_train(overrides)
 
 
 def run_study(

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from oodmol.cli import run_app
 from oodmol.command_line import ToolParser, entry_point
 from oodmol.config import compose_config
 from oodmol.errors import InputError
 from oodmol.identity import config_key
 from oodmol.report.collect import collect_runs
 from oodmol.report.reproduction import PaperTables, reproduction_table, to_markdown
+from oodmol.training.child import run_train
 
 MODELS = ("rf", "mlp", "chemprop", "tgnn", "ignn", "egnn")
 TASKS = ("csd10k_density", "csd10k_hof", "lipophilicity")
@@ -107,7 +107,7 @@ def train(cell: Cell, runs_dir: Path) -> int:
     status."""
     print(f"training {' '.join(cell.overrides())}", flush=True)
     location = [f"paths.log_dir={runs_dir.resolve()}", "progress=False", "resume=true"]
-    return run_app("train", [*cell.overrides(), *location])
+    return run_train([*cell.overrides(), *location])
 
 
 def _list(text: str, kind: type = str) -> list:

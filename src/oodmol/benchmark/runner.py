@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
-from oodmol.benchmark.scoring import evaluate
+from oodmol.benchmark.evaluation import evaluate
 from oodmol.benchmark.task import TEST_SETS, BenchmarkTask, load
 from oodmol.data.features import VectorFeatures
 

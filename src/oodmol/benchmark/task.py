@@ -107,7 +107,7 @@ class BenchmarkTask:
 
     def evaluate(self, predictions: dict, **options: Any) -> dict:
         """Score predictions of the test sets exactly as a train.py run is scored; see
-        `oodmol.benchmark.scoring.evaluate` for the options (sigma, val, name, save_to).
+        `oodmol.benchmark.evaluation.evaluate` for the options (sigma, val, name, save_to).
 
         Examples:
             >>> b = load("csv", path=tiny_csv, target_column="y", overrides=["task.ood_size=20"])
@@ -116,7 +116,7 @@ class BenchmarkTask:
             >>> metrics["model"], metrics["ood"]["n"], round(metrics["ood"]["rmse"], 3) > 0
             ('mean', 20, True)
         """
-        from oodmol.benchmark.scoring import evaluate
+        from oodmol.benchmark.evaluation import evaluate
 
         return evaluate(self, predictions, **options)
 

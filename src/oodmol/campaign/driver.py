@@ -30,13 +30,13 @@ from omegaconf import DictConfig
 from oodmol.campaign.acquisition import NEEDS_SIGMA, Objective, acquisition_scores, select_batch
 from oodmol.campaign.progress import best_value, progress, top_molecules
 from oodmol.campaign.settings import CampaignSettings, campaign_key, default_folder
-from oodmol.cli import run_app
 from oodmol.config import compose_config
 from oodmol.data.task import load_split, load_task
 from oodmol.errors import USER_ERROR, UserError
 from oodmol.identity import config_key
 from oodmol.io import atomic_write_json, atomic_write_text
 from oodmol.provenance import package_versions
+from oodmol.training.child import run_train
 
 SPLIT = "split=ood_campaign"
 SUMMARY_COLUMNS = (
@@ -153,7 +153,7 @@ class Campaign:
         ids = ",".join(str(i) for i in sorted(acquired))
         overrides = [*self.overrides, SPLIT, f"split.acquired=[{ids}]"]
         print(f"[oodmol campaign] round {round_}: training with {len(acquired)} acquired")
-        code = run_app("train", [*overrides, f"hydra.run.dir={folder}", "resume=true"])
+        code = run_train([*overrides, f"hydra.run.dir={folder}", "resume=true"])
         if code:
             raise CampaignError(
                 f"round {round_}'s run ({folder}) exited with status {code}; the rounds before "

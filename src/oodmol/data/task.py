@@ -14,11 +14,11 @@ from oodmol.data.dataset import load_dataset, print_once
 from oodmol.data.report import DataReport
 from oodmol.data.sources.base import Source
 from oodmol.data.sources.csv_source import CSVSource
-from oodmol.data.sources.fetch import file_digest
 from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.table import MoleculeTable
 from oodmol.errors import InputError
+from oodmol.io import file_digest
 from oodmol.locks import build_lock
 
 log = logging.getLogger(__name__)

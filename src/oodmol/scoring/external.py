@@ -6,7 +6,6 @@ number stops the scoring, naming its line."""
 from __future__ import annotations
 
 import logging
-import math
 from collections import Counter
 from pathlib import Path
 
@@ -21,11 +20,11 @@ from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.task import TaskData, load_split, load_task
 from oodmol.data.validate import parse_smiles
 from oodmol.errors import UserError
-from oodmol.metrics.regression import MAX_ABS_VALUE
 from oodmol.overrides import OverrideError
 from oodmol.predictions import SetPredictions
 from oodmol.record import RunRecord
 from oodmol.scoring.results import write_results
+from oodmol.scoring.values import value_problems
 
 log = logging.getLogger("oodmol.evaluate")
 MAX_NAMED = 10
@@ -156,13 +155,7 @@ def _problem(column: str, text: str) -> str | None:
         return "empty"
     if value is None:
         return "not a number"
-    if not math.isfinite(value):
-        return "not finite"
-    if abs(value) > MAX_ABS_VALUE:
-        return f"beyond ±{MAX_ABS_VALUE:g} (its square is not a finite number)"
-    if column == "y_std" and value < 0:
-        return "negative"
-    return None
+    return value_problems(np.array([value]), column)[0] or None
 
 
 def _bad_rows(

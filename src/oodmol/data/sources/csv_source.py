@@ -13,8 +13,9 @@ import numpy as np
 
 from oodmol.data.report import DataReport
 from oodmol.data.sources.base import RawData, Source
-from oodmol.data.sources.fetch import RemoteFile, file_digest
+from oodmol.data.sources.fetch import RemoteFile
 from oodmol.errors import UserError
+from oodmol.io import file_digest
 
 
 class CSVSource(Source):

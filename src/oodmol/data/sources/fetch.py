@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oodmol.errors import UserError
-from oodmol.io import atomic_write_bytes
+from oodmol.io import atomic_write_bytes, file_digest
 
 SOURCE_DIR_ENV = "OODMOL_SOURCE_DIR"
 
@@ -22,14 +22,6 @@ class SourceUnavailable(UserError, RuntimeError):
 
 class ChecksumMismatch(UserError, RuntimeError):
     """A file differs from the published data set: results would not be comparable."""
-
-
-def file_digest(path: Path, algorithm: str) -> str:
-    h = hashlib.new(algorithm)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _verify(data_or_path: bytes | Path, checksum: str, what: str) -> None:

@@ -6,21 +6,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from oodmol.benchmark.task import TEST_SETS, BenchmarkTask
 from oodmol.comparability import EXTERNAL
 from oodmol.errors import UserError
-from oodmol.metrics.regression import MAX_ABS_VALUE
 from oodmol.predictions import SetPredictions, std_columns
-from oodmol.record import METRICS_FILE, RunRecord
+from oodmol.record import METRICS_FILE, TEST_SETS, RunRecord
 from oodmol.scoring.results import scored, write_results
+from oodmol.scoring.values import value_problems
 
 MAX_NAMED = 5
-Values = np.ndarray | list | pd.Series | pd.DataFrame
+Values = np.ndarray | list | pd.Series | pd.DataFrame | Mapping
+
+
+class ScoredTask(Protocol):
+    """What scoring needs of a task: `oodmol.benchmark.BenchmarkTask` has it."""
+
+    name: str
+    split: str
+    seed: int
+    val: pd.DataFrame
+    test: dict[str, pd.DataFrame]
+    card: dict[str, Any]
 
 
 class RunExistsError(UserError, FileExistsError):
@@ -33,7 +43,7 @@ class PredictionError(UserError, ValueError):
 
 
 def evaluate(
-    task: BenchmarkTask,
+    task: ScoredTask,
     predictions: Mapping[str, Values],
     *,
     sigma: Mapping[str, Values] | None = None,
@@ -57,7 +67,7 @@ def evaluate(
     (metrics.json, predictions.csv, figures) marked as external, which the leaderboard
     shows beside oodmol's own models.
     """
-    if not isinstance(task, BenchmarkTask):
+    if not all(hasattr(task, name) for name in ScoredTask.__annotations__):
         raise PredictionError(
             f"task must be a BenchmarkTask (benchmark.load(...)), not a {type(task).__name__}"
         )
@@ -82,9 +92,6 @@ def evaluate(
         values["val"] = _aligned(val, task.val, "val", "prediction")
         if val_sigma is not None:
             sigmas["val"] = _aligned(val_sigma, task.val, "val", "sigma")
-    for set_name, sd in sigmas.items():
-        if (sd < 0).any():
-            raise PredictionError(f"{set_name}: {int((sd < 0).sum())} sigma values are negative")
     sets = {
         s: SetPredictions(
             s,
@@ -110,7 +117,7 @@ def evaluate(
     return record.to_json()
 
 
-def _header(task: BenchmarkTask, name: str, seed: int, has_sigma: bool) -> dict[str, Any]:
+def _header(task: ScoredTask, name: str, seed: int, has_sigma: bool) -> dict[str, Any]:
     header = {
         "task": task.name,
         "split": task.split,
@@ -153,17 +160,11 @@ def _aligned(values: Values, frame: pd.DataFrame, set_name: str, what: str) -> n
                 f"{set_name}: {len(array)} {what}s for the set's {len(frame)} molecules "
                 "(give them in the order of the set, or as a Series indexed by mol_id)"
             )
-    bad = ~np.isfinite(array)
-    if bad.any():
+    problems = value_problems(array, what)
+    for problem in dict.fromkeys(p for p in problems if p):
+        bad = problems == problem
         ids = frame["mol_id"].to_numpy()[bad]
-        raise PredictionError(f"{set_name}: {int(bad.sum())} {what}s are not finite: {_named(ids)}")
-    huge = np.abs(array) > MAX_ABS_VALUE
-    if huge.any():
-        ids = frame["mol_id"].to_numpy()[huge]
-        raise PredictionError(
-            f"{set_name}: {int(huge.sum())} {what}s are beyond ±{MAX_ABS_VALUE:g}, whose "
-            f"squares are not finite numbers: {_named(ids)}"
-        )
+        raise PredictionError(f"{set_name}: {int(bad.sum())} {what}s are {problem}: {_named(ids)}")
     return array
 
 
