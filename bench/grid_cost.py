@@ -44,6 +44,8 @@ BOOM_SECONDS = {"csd10k": "seconds_10k", "qm9": "seconds_qm9"}
 
 def boom_grid() -> tuple[list[str], list[str], list[int]]:
     """Models, tasks and seeds of configs/experiment/boom.yaml's sweep."""
+    import oodmol.config  # noqa: F401  (resolves the grid's ${oodmol.tasks:boom})
+
     params = OmegaConf.load(REPO / "configs" / "experiment" / "boom.yaml").hydra.sweeper.params
     models, tasks, seeds = (str(params[k]).split(",") for k in ("model", "task", "seed"))
     return models, tasks, [int(s) for s in seeds]

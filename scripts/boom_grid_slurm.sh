@@ -68,6 +68,8 @@ import sys
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
+import oodmol.config  # noqa: F401  (resolves the grid's ${oodmol.tasks:boom})
+
 params = OmegaConf.load("configs/experiment/boom.yaml").hydra.sweeper.params
 lines = [f"{key}={value}" for key, value in params.items()] + sys.argv[1:]
 sizes = {

@@ -50,8 +50,8 @@ if [[ -z ${PYTHON:-} ]]; then
   if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python; fi
 fi
 if [[ -z $tasks ]]; then
-  tasks=$("$PYTHON" -c 'from omegaconf import OmegaConf
-print(OmegaConf.load("configs/experiment/boom.yaml").hydra.sweeper.params.task)')
+  tasks=$("$PYTHON" -c 'from oodmol.config import benchmark_tasks
+print(",".join(benchmark_tasks("boom")))')
 fi
 
 IFS=, read -ra task_list <<<"$tasks"

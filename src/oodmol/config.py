@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
+import yaml
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 # the resolvers the config tree uses (${oodmol.config_key:}, ${oodmol.sha256:...},
 # ${oodmol.member_dir:...}) are registered when this module is imported
 import oodmol.identity  # noqa: F401
 
 CONFIG_DIR_ENV = "OODMOL_CONFIG_DIR"
+
+# configs/experiment/boom*.yaml sweep `task: ${oodmol.tasks:boom}`, every task of BOOM
+OmegaConf.register_new_resolver(
+    "oodmol.tasks", lambda benchmark: ",".join(benchmark_tasks(benchmark)), replace=True
+)
 
 
 def config_dir() -> Path:
@@ -24,6 +31,29 @@ def config_dir() -> Path:
             f"no oodmol config tree at {folder}; run from a checkout or set {CONFIG_DIR_ENV}"
         )
     return folder
+
+
+@functools.cache
+def _task_labels(folder: Path) -> dict[str, dict]:
+    labels = {}
+    for path in sorted((folder / "task").glob("*.yaml")):
+        task = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        sources = [d for d in task.get("defaults", []) if isinstance(d, dict)]
+        source = next((v for d in sources for k, v in d.items() if "source" in k), None)
+        labels[path.stem] = {"benchmark": task.get("benchmark"), "source": source}
+    return labels
+
+
+def benchmark_tasks(benchmark: str, source: str | None = None) -> list[str]:
+    """The tasks whose YAML says they belong to `benchmark` (`benchmark: boom`), in name
+    order, of one data source if given: what a benchmark's grids, exclusions and tables
+    list, so that adding a task is one YAML."""
+    labels = _task_labels(config_dir().resolve())
+    return [
+        name
+        for name, label in labels.items()
+        if label["benchmark"] == benchmark and source in (None, label["source"])
+    ]
 
 
 def compose_config(name: str, overrides: list[str]) -> DictConfig:

@@ -72,6 +72,8 @@ NEUTRAL_SPLIT_SETTINGS = {"val": "random", "subset": None}
 # model settings that only name things (model.parts: names model.freeze may use) or
 # say how `oodmol pretrain` trains the model (model.pretraining), not this run
 NAMING_MODEL_SETTINGS = ("parts", "pretraining")
+# task settings that only label the task (the benchmark whose grids list it)
+NAMING_TASK_SETTINGS = ("benchmark",)
 # callbacks that only observe a run
 OBSERVER_CALLBACKS = frozenset({"test_evaluation", "ood_trajectory"})
 
@@ -98,6 +100,9 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     if isinstance(model, dict):
         excluded += [(model, k) for k, v in NEUTRAL_MODEL_SETTINGS.items() if model.get(k) == v]
         excluded += [(model, k) for k in NAMING_MODEL_SETTINGS if k in model]
+    task = tree.get("task")
+    if isinstance(task, dict):
+        excluded += [(task, k) for k in NAMING_TASK_SETTINGS if k in task]
     excluded += _neutral(tree, NEUTRAL_RUN_SETTINGS)
     excluded += _neutral(tree.get("split"), NEUTRAL_SPLIT_SETTINGS)
     for parent, key in excluded:

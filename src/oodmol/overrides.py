@@ -280,8 +280,11 @@ def _shown(value: Any) -> str:
 
 
 def names_of(value: object) -> list:
-    """One name or a list of them; `featurizers=morgan` means `[morgan]`, not 6 letters."""
-    return list(value) if isinstance(value, Iterable) and not isinstance(value, str) else [value]
+    """One name, a list of them, or names joined by commas (a sweep's list, such as
+    `${oodmol.tasks:boom}`); `featurizers=morgan` means `[morgan]`, not 6 letters."""
+    if isinstance(value, str):
+        return [name.strip() for name in value.split(",") if name.strip()]
+    return list(value) if isinstance(value, Iterable) else [value]
 
 
 def tool_config(name: str, overrides: Sequence[str], required: Sequence[str] = ()) -> DictConfig:

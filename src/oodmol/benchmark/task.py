@@ -13,7 +13,7 @@ import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from oodmol.config import config_dir
+from oodmol.config import benchmark_tasks, config_dir
 from oodmol.data.splits.assignment import SETS, SplitAssignment
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
@@ -33,7 +33,7 @@ def tasks() -> list[str]:
     >>> "csd10k_density" in tasks() and "qm9_homo" in tasks()
     True
     """
-    return sorted(p.stem for p in (config_dir() / "task").glob("*.yaml") if p.stem != "csv")
+    return benchmark_tasks("boom")
 
 
 def load(

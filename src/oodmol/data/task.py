@@ -40,6 +40,7 @@ class Task:
     extensive: bool
     description: str
     ood_size: int | float
+    benchmark: str | None = None  # a label: the benchmark whose grids list the task
 
     def label(self) -> str:
         return f"{self.property} ({self.units})"
