@@ -33,7 +33,7 @@ test: install
 
 # The SLURM tests on a real single-node cluster (scripts/slurm_local.sh, as root):
 # installs slurm-wlm and munge where missing, starts the cluster unless it runs already,
-# runs tests/test_slurm.py against it, and stops it again if it started it here.
+# runs tests/e2e/test_slurm.py against it, and stops it again if it started it here.
 test-slurm: install
 	scripts/slurm_local.sh install
 	@started=0; \
@@ -41,7 +41,7 @@ test-slurm: install
 		scripts/slurm_local.sh start && started=1 || exit 1; \
 	fi; \
 	eval "$$(scripts/slurm_local.sh env)"; \
-	OODMOL_SLURM_REQUIRED=1 $(PY) -m pytest -q tests/test_slurm.py $(ARGS); status=$$?; \
+	OODMOL_SLURM_REQUIRED=1 $(PY) -m pytest -q tests/e2e/test_slurm.py $(ARGS); status=$$?; \
 	if [ $$started = 1 ]; then scripts/slurm_local.sh stop; fi; \
 	exit $$status
 
@@ -62,7 +62,7 @@ bench: install
 	$(PY) bench/splits.py
 
 # Chemprop 2.3.1 pins rdkit==2026.03.6 (through cuik-molmaker), so the reference for
-# bench/chemprop_throughput.py and tests/test_chemprop_equivalence.py gets its own
+# bench/chemprop_throughput.py and tests/references/test_chemprop_equivalence.py gets its own
 # environment, with oodmol installed next to it.
 CHEMPROP_VENV ?= .venv-chemprop
 chemprop-env: $(CHEMPROP_VENV)/.installed
@@ -76,9 +76,9 @@ $(CHEMPROP_VENV)/.installed: pyproject.toml
 
 bench-chemprop: chemprop-env
 	$(CHEMPROP_VENV)/bin/python bench/chemprop_throughput.py $(ARGS)
-	$(CHEMPROP_VENV)/bin/python -m pytest -q tests/test_chemprop_equivalence.py
+	$(CHEMPROP_VENV)/bin/python -m pytest -q tests/references/test_chemprop_equivalence.py
 
-# The authors' gotennet 1.1.2, the reference for tests/test_gotennet_equivalence.py and
+# The authors' gotennet 1.1.2, the reference for tests/references/test_gotennet_equivalence.py and
 # bench/gotennet_reference.py, imports torch-cluster and torch-scatter at module load,
 # which have no wheels for torch 2.13 on CPU: it is installed without its dependencies,
 # beside its pure-Python ones and the pure-torch stand-ins of scripts/reference_standins/
@@ -96,7 +96,7 @@ $(GOTENNET_VENV)/.installed: pyproject.toml $(wildcard scripts/reference_standin
 	touch $@
 
 test-gotennet-reference: gotennet-env
-	$(GOTENNET_VENV)/bin/python -m pytest -q tests/test_gotennet_equivalence.py $(ARGS)
+	$(GOTENNET_VENV)/bin/python -m pytest -q tests/references/test_gotennet_equivalence.py $(ARGS)
 
 bench-gotennet: gotennet-env
 	$(GOTENNET_VENV)/bin/python bench/gotennet_reference.py $(ARGS)
@@ -105,7 +105,7 @@ bench-gotennet: gotennet-env
 # torch.load; installed --no-deps beside e3nn 0.6 it imports and computes the same. Its
 # `import mace` also turns off safe loading for the whole process
 # (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1), so it lives only here, never in $(VENV): the
-# reference for tests/test_mace_equivalence.py and bench/mace_reference.py.
+# reference for tests/references/test_mace_equivalence.py and bench/mace_reference.py.
 MACE_VENV ?= .venv-mace
 MACE_DEPS ?= ase opt_einsum prettytable torch-ema matscipy configargparse h5py gitpython \
 	torchmetrics python-hostlist orjson
@@ -120,12 +120,12 @@ $(MACE_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-mace-reference: mace-env
-	$(MACE_VENV)/bin/python -m pytest -q tests/test_mace_equivalence.py $(ARGS)
+	$(MACE_VENV)/bin/python -m pytest -q tests/references/test_mace_equivalence.py $(ARGS)
 
 bench-mace: mace-env
 	$(MACE_VENV)/bin/python bench/mace_reference.py $(ARGS)
 
-# The references of tests/test_painn_et_references.py and bench/painn_et_reference.py:
+# The references of tests/references/test_painn_et_references.py and bench/painn_et_reference.py:
 # schnetpack 2.1.1 (PaiNN) and torchmd-net 3.1.0 (ET), each installed without its
 # dependencies, beside only what `schnetpack.representation` and
 # `torchmdnet.models.torchmd_et` import: ase, and NVIDIA Warp (torchmd-net's neighbour
@@ -149,7 +149,7 @@ $(PAINN_ET_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-painn-et-reference: painn-et-env
-	$(PAINN_ET_VENV)/bin/python -m pytest -q tests/test_painn_et_references.py $(ARGS)
+	$(PAINN_ET_VENV)/bin/python -m pytest -q tests/references/test_painn_et_references.py $(ARGS)
 
 bench-painn-et: painn-et-env
 	$(PAINN_ET_VENV)/bin/python bench/painn_et_reference.py $(ARGS)

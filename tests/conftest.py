@@ -1,8 +1,12 @@
-"""Shared fixtures: an isolated data dir, the offline source dir, and small CSV files."""
+"""Shared fixtures (an isolated data dir, the offline source dir, small CSV files) and the
+test tiers: what is slow is decided by where a test lives and what it does, not by a list
+someone keeps."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -64,3 +68,36 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test of tests/e2e (they train, or run command lines) is slow: `make
+    test-fast` (`-m "not slow"`) leaves them out."""
+    for item in items:
+        if E2E in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_interpreter(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test that is not slow may not start a Python process: one that does runs a
+    program end to end, which belongs in tests/e2e (or is marked slow where it is)."""
+    if request.node.get_closest_marker("slow"):
+        return
+    start = subprocess.Popen.__init__
+
+    def refuse_python(self, args, *rest, **options) -> None:
+        program = args[0] if isinstance(args, list | tuple) else str(args).split()[0]
+        if str(program) == sys.executable or Path(str(program)).name.startswith("python"):
+            pytest.fail(
+                f"{request.node.nodeid} starts a Python process ({program}): a slow test; "
+                "move it to tests/e2e or mark it @pytest.mark.slow"
+            )
+        start(self, args, *rest, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)

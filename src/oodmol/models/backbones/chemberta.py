@@ -3,7 +3,7 @@
 The encoder is Hugging Face's `RobertaModel`; the molecule's vector is the first token's
 (<s> or [CLS]) state through the classification head's dropout → dense → tanh → dropout,
 and the shared regression head's Linear is that head's `out_proj`. With the same weights
-this is `RobertaForSequenceClassification(num_labels=1)` (tests/test_models_smiles.py).
+this is `RobertaForSequenceClassification(num_labels=1)` (tests/unit/models/test_models_smiles.py).
 """
 
 from __future__ import annotations

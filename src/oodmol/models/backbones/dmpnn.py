@@ -3,7 +3,7 @@
 Reproduces Chemprop v2's `BondMessagePassing` → aggregation → FFN hidden layers (its
 defaults: hidden 300, depth 3, no bias in W_i/W_h, ReLU, "norm" aggregation, one FFN
 layer of 300); the shared `RegressionHead` adds the FFN's output layer. Verified against
-Chemprop itself with identical weights (tests/test_chemprop_equivalence.py).
+Chemprop itself with identical weights (tests/references/test_chemprop_equivalence.py).
 """
 
 from __future__ import annotations

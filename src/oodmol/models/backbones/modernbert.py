@@ -5,7 +5,7 @@ with global attention every few layers); the molecule's vector is the mean of it
 tokens' states (padding excluded), through `ModernBertPredictionHead` (dense → GELU →
 LayerNorm) and dropout; the shared regression head's Linear is the classifier. With the
 same weights this is `ModernBertForSequenceClassification(classifier_pooling="mean")`,
-the model BOOM's `ModernBertAdapted` re-implements (tests/test_models_smiles.py).
+the model BOOM's `ModernBertAdapted` re-implements (tests/unit/models/test_models_smiles.py).
 """
 
 from __future__ import annotations

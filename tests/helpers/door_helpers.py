@@ -1,0 +1,123 @@
+"""Running oodmol's doors as a user meets them, fast enough for a campaign of a hundred
+bad inputs.
+
+Each call is a real process with its own argv, working folder and environment, whose exit
+status, stdout and stderr are what a terminal would show: a forked copy of one *zygote*
+process that imported oodmol's entry points (and torch, Lightning, RDKit) once. The child
+runs the entry exactly as its command does: `python train.py ...` runs train.py as
+`__main__`, `oodmol <app> ...` runs `python -m oodmol.apps.<app>` (which the `oodmol`
+command execs into), `oodmol <tool> ...` calls `oodmol.cli.main`. An exception nobody
+caught is printed and ends the child with status 1, as the interpreter does. Forking skips
+only the seconds of imports; `test_doors_equal_real_processes` holds a few cases to their
+fresh-interpreter runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from paths import REPO
+
+ZYGOTE = Path(__file__).with_name("door_zygote.py")
+
+
+@dataclass
+class Outcome:
+    """What the user saw: exit status and the two streams."""
+
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def last_lines(self) -> str:
+        """The end of the terminal, where a user reads why a command stopped."""
+        return "\n".join((self.stdout + self.stderr).strip().splitlines()[-3:])
+
+    def shown(self) -> str:
+        return (
+            f"$ {' '.join(self.argv)}\nexit {self.returncode}\n--- stdout\n"
+            f"{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
+        )
+
+
+class Doors:
+    """One zygote, serving one call at a time (`run`)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.lock = threading.Lock()
+        self.process = subprocess.Popen(
+            [sys.executable, str(ZYGOTE)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=env,
+        )
+
+    def run(
+        self,
+        argv: list[str],
+        cwd: Path = REPO,
+        env: dict[str, str] | None = None,
+        timeout: float = 300,
+    ) -> Outcome:
+        with self.lock, tempfile.TemporaryDirectory() as folder:
+            streams = {name: str(Path(folder) / name) for name in ("stdout", "stderr")}
+            request = {
+                "argv": argv,
+                "cwd": str(cwd),
+                "env": {**self.env, **(env or {})},
+                "timeout": timeout,
+                **streams,
+            }
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            ready, _, _ = select.select([self.process.stdout], [], [], timeout + 30)
+            if not ready:
+                raise TimeoutError(f"the zygote did not answer for {argv}")
+            reply = json.loads(self.process.stdout.readline())
+            texts = {n: Path(p).read_text(errors="replace") for n, p in streams.items()}
+        if reply["timed_out"]:
+            raise TimeoutError(f"{' '.join(argv)} ran over {timeout} s")
+        return Outcome(argv, reply["returncode"], texts["stdout"], texts["stderr"])
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def real_process(
+    argv: list[str], env: dict[str, str], cwd: Path = REPO, timeout: float = 300
+) -> Outcome:
+    """The same call in a fresh interpreter (`oodmol` as its console script does it)."""
+    command = (
+        [sys.executable, "-m", "oodmol.cli", *argv[1:]]
+        if argv[0] == "oodmol"
+        else [sys.executable, *argv]
+    )
+    done = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return Outcome(argv, done.returncode, done.stdout, done.stderr)
+
+
+def environment(root: Path, data_dir: Path) -> dict[str, str]:
+    """A user's environment for the calls: caches in `data_dir`, runs under `root`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OODMOL_DEBUG", "HYDRA_FULL_ERROR")}
+    return {
+        **env,
+        "OODMOL_DATA_DIR": str(data_dir),
+        "PROJECT_ROOT": str(root / "project"),
+        "PYTHONWARNINGS": "ignore",
+    }
