@@ -12,7 +12,7 @@ ifneq ($(wildcard ../shared/data),)
 export OODMOL_SOURCE_DIR ?= $(abspath ../shared/data)
 endif
 
-.PHONY: install train test test-slurm lint docs docs-serve bench chemprop-env bench-chemprop gotennet-env \
+.PHONY: install train test test-fast test-slurm lint docs docs-serve bench chemprop-env bench-chemprop gotennet-env \
 	test-gotennet-reference bench-gotennet mace-env test-mace-reference bench-mace \
 	painn-et-env test-painn-et-reference bench-painn-et clean
 
@@ -30,6 +30,10 @@ train: install
 
 test: install
 	$(PY) -m pytest -q $(ARGS)
+
+# the edit loop: everything but the slow tests (tests/e2e, and those marked slow)
+test-fast: install
+	$(PY) -m pytest -q -m "not slow" $(ARGS)
 
 # The SLURM tests on a real single-node cluster (scripts/slurm_local.sh, as root):
 # installs slurm-wlm and munge where missing, starts the cluster unless it runs already,

@@ -29,7 +29,7 @@ MAX_CHECKED_VALUES = 20  # of one sweep parameter, composed one at a time
 _ABSENT = object()
 
 
-class OverrideError(UserError):
+class OverrideError(UserError, ValueError):
     """A command-line override that names no setting or choice, or gives a wrong value."""
 
 

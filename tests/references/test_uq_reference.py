@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from oodmol.predictions import SetPredictions
+from oodmol.record import RunRecord
 from oodmol.scoring.results import write_results
 from oodmol.uq.calibrators import CONFORMAL_NOTE
 from oodmol.uq.evaluators import EVALUATORS, evaluate
@@ -241,8 +242,8 @@ CASES = {
 def test_written_uncertainty_sections_match_the_reference(case: str, tmp_path: Path) -> None:
     rng = np.random.default_rng(12)
     sets = {name: predictions(name, n, rng, **opts) for name, (n, opts) in CASES[case].items()}
-    header = {"task": "t", "uq": {"method": "mve", "member": None}}
-    write_results(tmp_path, sets, header, 0.0, "y", "")
+    record = RunRecord("t", "ood", "m", 0, uq={"method": "mve", "member": None})
+    write_results(tmp_path, sets, record, 0.0, "y", "")
     written = json.loads((tmp_path / "metrics.json").read_text())
     expected = reference_sections(sets, "mve")
     for section in ("uq", "uq_recalibrated"):

@@ -30,11 +30,11 @@ from omegaconf import DictConfig
 from oodmol.campaign.acquisition import NEEDS_SIGMA, Objective, acquisition_scores, select_batch
 from oodmol.campaign.progress import best_value, progress, top_molecules
 from oodmol.campaign.settings import CampaignSettings, campaign_key, default_folder
-from oodmol.config import compose_config
 from oodmol.data.task import load_split, load_task
 from oodmol.errors import USER_ERROR, UserError
 from oodmol.identity import config_key
 from oodmol.io import atomic_write_json, atomic_write_text
+from oodmol.overrides import compose_checked
 from oodmol.provenance import package_versions
 from oodmol.training.child import run_train
 
@@ -68,7 +68,7 @@ class Campaign:
     def __init__(self, settings: CampaignSettings, overrides: list[str]) -> None:
         self.settings = settings
         self.overrides = list(overrides)
-        self.cfg = compose_config("train", [*self.overrides, SPLIT])
+        self.cfg = compose_checked("train", [*self.overrides, SPLIT])
         self.run_key = config_key(self.cfg)
         self.key = campaign_key(settings, self.run_key)
         cfg = self.cfg

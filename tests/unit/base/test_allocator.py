@@ -37,6 +37,7 @@ def page_faults(mode: str, steps: int) -> tuple[str, int]:
     return applied, int(faults)
 
 
+@pytest.mark.slow  # starts a Python process
 def test_kept_memory_is_reused_instead_of_faulted_in_again():
     """By default every 64 MB tensor is ~16k fresh pages; kept, the heap stops growing
     after the first few and the next steps fault nothing in."""

@@ -192,16 +192,16 @@ from ..uq import plots
 if TYPE_CHECKING:
     from oodmol.uq.evaluation import UncertaintyReport
 def late():
-    from . import callbacks
+    from . import values
     import oodmol.training.ensembles
 """
-    names = imported_modules(source, "oodmol.eval.results")
+    names = imported_modules(source, "oodmol.scoring.results")
     assert {
         "oodmol.uq.metrics",
         "oodmol.uq",
         "oodmol.uq.plots",
         "oodmol.uq.evaluation",
-        "oodmol.training.test_evaluation",
+        "oodmol.scoring.values",
         "oodmol.training.ensembles",
     } <= names
     assert not within("oodmol.uqx", "oodmol.uq")

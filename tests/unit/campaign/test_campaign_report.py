@@ -80,10 +80,10 @@ def test_command_writes_csv_png_svg_and_refuses_what_it_cannot_tabulate(
     assert (out / "campaigns.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "campaigns.svg").is_file()
     assert len(pd.read_csv(out / "campaigns.csv")) == 4
-    assert main([str(tmp_path / "nothing-here"), "--out", str(out)]) == 1
+    assert main([str(tmp_path / "nothing-here"), "--out", str(out)]) == 2
     assert "no such folder" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
-    assert main([str(tmp_path / "empty"), "--out", str(out)]) == 1
+    assert main([str(tmp_path / "empty"), "--out", str(out)]) == 2
     assert "no recorded campaign round" in capsys.readouterr().err
     # campaigns of one rule whose rounds acquired differently are not averaged
     other = tmp_path / "a" / "greedy" / "0" / "rounds" / "1.json"

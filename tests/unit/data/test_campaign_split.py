@@ -105,7 +105,7 @@ def test_a_train_override_that_cannot_compose_stops_the_campaign_before_any_run(
 
     base = ["acquisition=greedy", "rounds=1", "batch=1", f"out={tmp_path / 'c'}"]
     assert main([*base, "model=nope"]) == 2
-    assert "Could not find 'model/nope'" in capsys.readouterr().err
+    assert "model=nope: there is no model 'nope'" in capsys.readouterr().err
     assert main([*base, "model.nokey=3"]) == 2
-    assert "Could not override 'model.nokey'" in capsys.readouterr().err
+    assert "model.nokey=3: there is no setting 'nokey' in model" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()

@@ -263,6 +263,7 @@ def marked_processes(marker: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # starts a Python process
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads Linux's /proc")
 @pytest.mark.parametrize(
     ("signum", "to_group", "midway"),
@@ -331,6 +332,14 @@ class StopsItsParent(Featurizer):
         return {"x": np.zeros(1)}
 
 
+@pytest.fixture
+def forked_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers forked from this process, whatever was imported before (tokenizers makes
+    them come from a fork server), so that a worker's parent is the process it stops."""
+    monkeypatch.setattr("oodmol.parallel.start_method", lambda: "fork")
+
+
+@pytest.mark.usefixtures("forked_workers")
 def test_a_stopped_build_raises_interrupted_and_restores_the_handlers(tmp_path: Path) -> None:
     """The handlers that were there before (training's pre-emption handler) come back."""
     smiles = ["C", "CC", "CCC", "CCCC", "CCCCC"]
@@ -360,6 +369,7 @@ def stopping_parse(smiles: str, **kwargs) -> Parsed:
     return parse_smiles(smiles, **kwargs)
 
 
+@pytest.mark.usefixtures("forked_workers")
 def test_a_stopped_validation_leaves_no_table(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "mols.csv"
     path.write_text("smiles,y\n" + "".join(f"{'C' * k},{k}\n" for k in range(1, 9)))

@@ -102,6 +102,7 @@ def test_kde_split_sizes(ood_size: int | float, sizes: dict[str, int]) -> None:
     assert split.info["sizes"] == sizes
 
 
+@pytest.mark.slow  # starts a Python process
 def test_kde_split_is_deterministic_across_processes() -> None:
     """Same seed, same hash: here and in a fresh interpreter (own hash seed)."""
     here = kde_hash(0)

@@ -125,6 +125,7 @@ def test_length_grouped_batches_are_of_like_lengths_and_resume() -> None:
     assert list(sampler) == order[5 * 32 :]
 
 
+@pytest.mark.slow  # starts a Python process
 def test_workers_do_not_fork_the_tokenizer_threads(tmp_path: Path) -> None:
     """Once this process has tokenised (the library's thread pool has run), a worker pool
     must not fork it: with TOKENIZERS_PARALLELISM=true, forked workers that tokenise

@@ -223,7 +223,7 @@ def test_openai_backend_stops_on_errors_retrying_cannot_mend() -> None:
         (["out=o.csv"], "backend=... is required"),
         (["backend=gpt", "out=o.csv"], "backend='gpt'; one of hf, openai"),
         (["backend=openai", "out=o.csv"], "openai.model=... is required"),
-        (["task=nope", "backend=hf", "out=o.csv"], "unknown task 'nope'; available:"),
+        (["task=nope", "backend=hf", "out=o.csv"], "task=nope: there is no task 'nope'"),
     ],
 )
 def test_usage_errors_are_named_before_any_data_is_read(

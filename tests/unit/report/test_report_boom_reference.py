@@ -32,6 +32,7 @@ def _typed_tables() -> Path:
     pytest.skip("BOOM's typed tables (shared/boom_paper) are not on this machine")
 
 
+@pytest.mark.slow  # starts a Python process
 def test_shipped_file_is_what_the_script_makes_from_the_typed_tables(tmp_path: Path) -> None:
     source = _typed_tables()
     out = tmp_path / "boom_paper.json"

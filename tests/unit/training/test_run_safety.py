@@ -247,6 +247,7 @@ def hold_in_another_process(folder: Path) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.slow  # starts a Python process
 def test_held_folder_refuses_another_process_naming_the_holder(tmp_path: Path) -> None:
     holder = hold_in_another_process(tmp_path)
     try:
@@ -260,6 +261,7 @@ def test_held_folder_refuses_another_process_naming_the_holder(tmp_path: Path) -
         holder.wait()
 
 
+@pytest.mark.slow  # starts a Python process
 def test_lock_of_a_killed_run_blocks_no_one(tmp_path: Path) -> None:
     holder = hold_in_another_process(tmp_path)
     holder.send_signal(signal.SIGKILL)
