@@ -89,5 +89,5 @@ def test_command_writes_csv_png_svg_and_refuses_what_it_cannot_tabulate(
     other = tmp_path / "a" / "greedy" / "0" / "rounds" / "1.json"
     record = json.loads(other.read_text())
     other.write_text(json.dumps({**record, "n_acquired": 12}))
-    assert main([str(campaigns), "--out", str(out)]) == 1
+    assert main([str(campaigns), "--out", str(out)]) == 2
     assert "campaigns acquired" in capsys.readouterr().err
