@@ -63,7 +63,7 @@ docs-serve: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve $(ARGS)
 
 bench: install
-	$(PY) bench/splits.py
+	$(PY) -m bench.splits
 
 # Chemprop 2.3.1 pins rdkit==2026.03.6 (through cuik-molmaker), so the reference for
 # bench/chemprop_throughput.py and tests/references/test_chemprop_equivalence.py gets its own
@@ -79,7 +79,7 @@ $(CHEMPROP_VENV)/.installed: pyproject.toml
 	touch $@
 
 bench-chemprop: chemprop-env
-	$(CHEMPROP_VENV)/bin/python bench/chemprop_throughput.py $(ARGS)
+	$(CHEMPROP_VENV)/bin/python -m bench.chemprop_throughput $(ARGS)
 	$(CHEMPROP_VENV)/bin/python -m pytest -q tests/references/test_chemprop_equivalence.py
 
 # The authors' gotennet 1.1.2, the reference for tests/references/test_gotennet_equivalence.py and
@@ -103,7 +103,7 @@ test-gotennet-reference: gotennet-env
 	$(GOTENNET_VENV)/bin/python -m pytest -q tests/references/test_gotennet_equivalence.py $(ARGS)
 
 bench-gotennet: gotennet-env
-	$(GOTENNET_VENV)/bin/python bench/gotennet_reference.py $(ARGS)
+	$(GOTENNET_VENV)/bin/python -m bench.gotennet_reference $(ARGS)
 
 # mace-torch 0.3.16 pins e3nn==0.4.4, whose import fails under torch 2.13's weights-only
 # torch.load; installed --no-deps beside e3nn 0.6 it imports and computes the same. Its
@@ -127,7 +127,7 @@ test-mace-reference: mace-env
 	$(MACE_VENV)/bin/python -m pytest -q tests/references/test_mace_equivalence.py $(ARGS)
 
 bench-mace: mace-env
-	$(MACE_VENV)/bin/python bench/mace_reference.py $(ARGS)
+	$(MACE_VENV)/bin/python -m bench.mace_reference $(ARGS)
 
 # The references of tests/references/test_painn_et_references.py and bench/painn_et_reference.py:
 # schnetpack 2.1.1 (PaiNN) and torchmd-net 3.1.0 (ET), each installed without its
@@ -156,7 +156,7 @@ test-painn-et-reference: painn-et-env
 	$(PAINN_ET_VENV)/bin/python -m pytest -q tests/references/test_painn_et_references.py $(ARGS)
 
 bench-painn-et: painn-et-env
-	$(PAINN_ET_VENV)/bin/python bench/painn_et_reference.py $(ARGS)
+	$(PAINN_ET_VENV)/bin/python -m bench.painn_et_reference $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(CHEMPROP_VENV) $(GOTENNET_VENV) $(MACE_VENV) $(PAINN_ET_VENV) .pytest_cache .ruff_cache site

@@ -8,7 +8,7 @@ epochs: for a target whose variance is far below 0.1 (crystal density, 0.006 (g/
 over the pool), that stops training almost at once. Prints, per seed, the epochs trained
 and the ID and OOD RMSE and R² (BOOM's: squared Pearson, binned over the OOD tails).
 
-    python bench/boom_mlp_recipe.py csd10k_density --seeds 3
+    python -m bench.boom_mlp_recipe csd10k_density --seeds 3
 """
 
 from __future__ import annotations

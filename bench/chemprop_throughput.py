@@ -1,7 +1,8 @@
 """Train Chemprop v2 (its own Python API) and our `model=chemprop` side by side on the
 same training split, with the same architecture, batch size and torch threads.
 
-    python bench/chemprop_throughput.py [--threads 1] [--epochs 4] [--profile-batches 40]
+    python -m bench.chemprop_throughput [--threads 1] [--epochs 3] [--repeats 2]
+        [--profile-batches 40] [--default-malloc]
 
 Chemprop 2.3.1 pins rdkit==2026.03.6, so run it where chemprop is installed (`make
 bench-chemprop` builds .venv-chemprop with chemprop and oodmol). Prints featurisation
@@ -10,7 +11,9 @@ seconds (reported apart: ours is built once into the LMDB cache, Chemprop's
 process), seconds per epoch after the first and molecules per second for both (training
 only: Lightning's loop without validation or checkpoints), a per-batch profile (batch
 building, forward, backward, optimizer step), and as its last line
-``speedup=<ours/theirs>``, the ratio of training molecules per second.
+``speedup=<ours/theirs>``, the ratio of training molecules per second. Both train in this
+process, taking turns `--repeats` times, with freed memory kept as train.py keeps it
+(`bench.harness.setup`; `--default-malloc`: glibc's default, as this bench ran before).
 """
 
 from __future__ import annotations
@@ -19,21 +22,22 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import lightning as L
 import numpy as np
 import torch
-from chemprop import data as cp_data
-from chemprop import featurizers as cp_featurizers
-from chemprop import nn as cp_nn
-from chemprop.models import MPNN
 from hydra.utils import instantiate
 from torch_geometric.data import Batch, Data
 
+from bench import harness
 from oodmol.config import compose_config
 from oodmol.data.batches import GraphBatch
 from oodmol.data.featurize.base import inputs_of
 from oodmol.training.build import build_datamodule, build_model, training_statistics
+
+if TYPE_CHECKING:
+    from chemprop.models import MPNN
 
 
 class EpochTimer(L.Callback):
@@ -133,9 +137,13 @@ class Ours:
 
 
 class Theirs:
-    """Chemprop v2 through its Python API with `chemprop train`'s defaults."""
+    """Chemprop v2 through its Python API with `chemprop train`'s defaults (chemprop is
+    imported where used, so that `--help` works without it)."""
 
     def __init__(self, smiles: list[str], y: np.ndarray) -> None:
+        from chemprop import data as cp_data
+        from chemprop import featurizers as cp_featurizers
+
         points = [
             cp_data.MoleculeDatapoint.from_smi(s, [v]) for s, v in zip(smiles, y, strict=True)
         ]
@@ -147,6 +155,9 @@ class Theirs:
         self.featurise_seconds = time.perf_counter() - started
 
     def module(self) -> MPNN:
+        from chemprop import nn as cp_nn
+        from chemprop.models import MPNN
+
         transform = cp_nn.UnscaleTransform.from_standard_scaler(self.scaler)
         return MPNN(
             cp_nn.BondMessagePassing(),
@@ -155,10 +166,14 @@ class Theirs:
         )
 
     def fit(self, epochs: int) -> list[tuple[float, float]]:
+        from chemprop import data as cp_data
+
         loader = cp_data.build_dataloader(self.dataset, batch_size=64, num_workers=0, seed=0)
         return fit_seconds(self.module(), epochs, train_dataloaders=loader)
 
     def batches(self, order: np.ndarray, size: int) -> Callable[[int], object]:
+        from chemprop import data as cp_data
+
         return lambda k: cp_data.collate_batch(
             [self.dataset[i] for i in order[k * size : (k + 1) * size]]
         )
@@ -216,15 +231,15 @@ def load() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], parents=[harness.options(repeats=2)]
+    )
     parser.add_argument("--task", default="csd10k_density")
     parser.add_argument("--split", default="ood")
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--epochs", type=int, default=3, help="per fit; the first is not timed")
-    parser.add_argument("--repeats", type=int, default=2, help="alternating fits of each")
     parser.add_argument("--profile-batches", type=int, default=40)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    harness.setup(args)
     print(f"[bench] threads={args.threads} cpus={os.cpu_count()} {load()}")
 
     ours = Ours(args.task, args.split, args.epochs)
@@ -252,16 +267,15 @@ def main() -> None:
 
     # Alternate the two, so a change in the machine's load hits both alike.
     timed: dict[str, list[tuple[float, float]]] = {"ours": [], "chemprop": []}
-    for _ in range(args.repeats):
-        for name, model in (("ours", ours), ("chemprop", theirs)):
-            torch.manual_seed(0)
-            seconds = model.fit(args.epochs)
-            timed[name] += seconds[1:]
-            print(
-                f"epochs    {name:9s} "
-                + ", ".join(f"{w:.2f} s (cpu {c:.2f})" for w, c in seconds)
-                + f"   {load()}"
-            )
+    for name, model in harness.turns((("ours", ours), ("chemprop", theirs)), args.repeats):
+        torch.manual_seed(0)
+        seconds = model.fit(args.epochs)
+        timed[name] += seconds[1:]
+        print(
+            f"epochs    {name:9s} "
+            + ", ".join(f"{w:.2f} s (cpu {c:.2f})" for w, c in seconds)
+            + f"   {load()}"
+        )
     rates, cpu_rates = {}, {}
     for name, seconds in timed.items():
         wall, cpu = np.median(np.array(seconds), axis=0)

@@ -2,7 +2,7 @@
 uses) against scikit-learn's per-tree `predict` loop (what it used before), on the same
 forest and molecules, and check both give the same per-tree predictions bit for bit.
 
-    python bench/forest_predict.py [--trees 500] [--train 8000] [--features 200]
+    python -m bench.forest_predict [--trees 500] [--train 8000] [--features 200]
         [--molecules 1000,4096,10000] [--repeats 3] [--n-jobs 1]
 
 The forest is BOOM's (`max_features='sqrt'`, fully grown) fitted on random features with

@@ -2,7 +2,7 @@
 budgets, from step times measured here, beside what BOOM's Table 4 epoch times make of
 the same grid.
 
-    python bench/grid_cost.py [--models ...] [--batches 3] [--threads 1] [--device cpu]
+    python -m bench.grid_cost [--models ...] [--batches 3] [--threads 1] [--device cpu]
         [--measurements grid_measurements.json]
 
 Each model's training and inference rates (molecules per second, at its own batch size)
@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
 
-REPO = Path(__file__).resolve().parents[1]
+from bench import harness
+from bench.harness import REPO
+
 NOT_BATCHED = {"rf": "fitted once, not in batches: see bench/forest_predict.py"}
 MEASURED_ON = {"csd10k": "csd10k_density", "qm9": "qm9_homo", "lipophilicity": "lipophilicity"}
 BOOM_SECONDS = {"csd10k": "seconds_10k", "qm9": "seconds_qm9"}
@@ -90,18 +90,15 @@ def run_shape(model: str, task: str, protocol: str) -> dict:
 
 def measured_rates(model: str, task: str, batch_size: int, args) -> dict:
     """Training and inference molecules per second of `model` on `task`'s molecules."""
-    command = [
-        sys.executable, str(REPO / "bench" / "models_throughput.py"), "--one", model,
-        "--task", task, "--batch-size", str(batch_size), "--batches", str(args.batches),
-        "--threads", str(args.threads), "--device", args.device,
+    arguments = [
+        "--one", model, "--task", task, "--batch-size", str(batch_size),
+        "--batches", str(args.batches), "--threads", str(args.threads), "--device", args.device,
     ]  # fmt: skip
-    out = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-    if out.returncode in (-9, 137):
-        return {"failed": "killed: out of memory?"}
-    if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"failed": f"exit {out.returncode} ({last})"}
-    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    if args.default_malloc:
+        arguments.append("--default-malloc")
+    figures = harness.run_child("bench.models_throughput", arguments)
+    if "failed" in figures:
+        return {"failed": figures["failed"]}
     return {"train_mol_s": figures["train_mol_s"], "infer_mol_s": figures["infer_mol_s"]}
 
 
@@ -118,10 +115,8 @@ def main() -> None:
     from oodmol.report.boom_reference import boom_paper
 
     models, tasks, seeds = boom_grid()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(models))
-    parser.add_argument("--batches", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
+    common = harness.options(models=",".join(models), batches=3)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], parents=[common])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--measurements", type=Path, default=None)
     parser.add_argument(
@@ -146,6 +141,8 @@ def main() -> None:
             shape = run_shape(model, task, "default")
             batch = min(shape["batch_size"], args.batch_cap or shape["batch_size"])
             key = f"{model}/{MEASURED_ON[family]}/{args.device}/{args.threads}"
+            if args.default_malloc:
+                key += "/default-malloc"  # another allocator, another figure
             if batch < shape["batch_size"]:
                 key += f"/batch{batch}"  # a rate at another batch size is another figure
                 label = f"{model} (measured at batch {batch})"

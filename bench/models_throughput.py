@@ -2,7 +2,7 @@
 model, on the same batches of `csd10k_density` (or `--task`) training molecules, as one
 table; and the rate of conformer generation.
 
-    python bench/models_throughput.py [--models mlp,chemprop,...] [--batch-size 32]
+    python -m bench.models_throughput [--models mlp,chemprop,...] [--batch-size 32]
         [--batches 8] [--threads 1] [--profile 3] [--conformers 200] [--compile]
         [--device cuda] [--epochs]
 
@@ -38,10 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
-import sys
 import time
 import warnings
 from collections import Counter
@@ -52,10 +48,10 @@ import numpy as np
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
-from oodmol.allocator import keep_freed_memory
+from bench import harness
+from bench.harness import REPO, rss_mb
 from oodmol.data.batches import Batch, PointCloudBatch
 
-REPO = Path(__file__).resolve().parents[1]
 EXCLUDED = {"rf"}  # not trained in batches
 
 
@@ -63,32 +59,6 @@ def neural_models() -> list[str]:
     return sorted(
         p.stem for p in (REPO / "configs" / "model").glob("*.yaml") if p.stem not in EXCLUDED
     )
-
-
-def rss_mb() -> float:
-    """This process's peak resident set size so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def alternating_runs(
-    script: str, cases: list[tuple[str, ...]], repeats: int, threads: int, options: list[str]
-) -> dict[tuple[str, ...], list[dict]]:
-    """Each case (the `--one` arguments of `script`) in a process of its own, the cases
-    taking turns `repeats` times so that a change in the machine's load hits all alike;
-    the JSON figures each run prints last, per case. A failed run stops the bench."""
-    env = os.environ | {"OMP_NUM_THREADS": str(threads)}
-    runs: dict[tuple[str, ...], list[dict]] = {case: [] for case in cases}
-    for _ in range(repeats):
-        for case in cases:
-            command = [sys.executable, script, "--one", *case, "--threads", str(threads)]
-            out = subprocess.run(
-                [*command, *options], capture_output=True, text=True, cwd=REPO, env=env
-            )
-            if out.returncode != 0:
-                sys.exit(f"{' '.join(case)} failed:\n{out.stderr[-3000:]}")
-            runs[case].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(f"[bench] {runs[case][-1]}   load {os.getloadavg()[0]:.2f}", flush=True)
-    return runs
 
 
 def graph3d_featurizer():
@@ -132,17 +102,18 @@ def benchmark_setup(name: str, batch_size: int, n_batches: int, task: str = "csd
     return cfg, dm, batches_idx
 
 
+def benchmark_batches(name: str, batch_size: int, n_batches: int, task: str = "csd10k_density"):
+    """`benchmark_setup`'s config and datamodule, and its batches collated."""
+    cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches, task)
+    dataset = dm.datasets["train"]
+    return cfg, dm, [dm.features.collate(dataset.__getitems__(idx)) for idx in batches_idx]
+
+
 def training_step(model, optimizer) -> Callable[[Batch], None]:
     """One training step as the benches time it: the model's own training loss (its
     `training_step`, which logs nothing without a trainer), backward and the optimiser's
     step."""
-
-    def step(batch: Batch) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        model.training_step(batch, 0).backward()
-        optimizer.step()
-
-    return step
+    return harness.optimiser_step(optimizer, lambda batch: model.training_step(batch, 0))
 
 
 def measure(
@@ -273,7 +244,7 @@ def conformer_rate(n: int) -> dict:
 def print_compile_gains(rows: list[dict], args, child: Callable[..., dict]) -> None:
     """Eager against compiled training rates, the compile time, and whether compiling
     pays for itself within one epoch of `args.task` (its training set, this batch size)."""
-    from grid_cost import run_shape
+    from bench.grid_cost import run_shape
 
     print(
         "\n| model | eager train mol/s | compiled train mol/s | ratio | compile s "
@@ -297,8 +268,7 @@ def print_compile_gains(rows: list[dict], args, child: Callable[..., dict]) -> N
 def print_epoch_times(models: list[str], args, child: Callable[..., dict]) -> None:
     """Seconds per epoch of each model on `args.task`'s data set, at the model's own batch
     size, beside BOOM's Table 4 seconds for that data set and the GPU BOOM used."""
-    from grid_cost import BOOM_SECONDS, data_set, epoch_seconds, run_shape
-
+    from bench.grid_cost import BOOM_SECONDS, data_set, epoch_seconds, run_shape
     from oodmol.report.boom_reference import boom_paper
 
     table4 = boom_paper().tables["table4"].set_index("model")
@@ -324,28 +294,20 @@ def print_epoch_times(models: list[str], args, child: Callable[..., dict]) -> No
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(neural_models()))
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--batches", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=1)
+    common = harness.options(models=",".join(neural_models()), batch_size=32, batches=8)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], parents=[common])
     parser.add_argument("--profile", type=int, default=3, help="profile the N slowest")
     parser.add_argument("--conformers", type=int, default=200)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--compile", action="store_true", help="also with compiled backbones")
     parser.add_argument("--task", default="csd10k_density", help="whose training molecules")
     parser.add_argument("--epochs", action="store_true", help="epoch seconds beside BOOM's")
-    parser.add_argument(
-        "--default-malloc", action="store_true", help="without oodmol.allocator (as before)"
-    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
     parser.add_argument("--with-profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    harness.setup(args)
     warnings.filterwarnings("ignore", message=".*self.log.*")  # no trainer in a bench
-    if not args.default_malloc:
-        keep_freed_memory()  # as train.py does (keep_freed_memory: true)
     if args.one:
         figures = measure(
             args.one,
@@ -362,24 +324,18 @@ def main() -> None:
     def child(
         name: str, with_profile: bool = False, compiled: bool = False, batch_size: int = 0
     ) -> dict:
-        command = [
-            sys.executable, __file__, "--one", name,
-            "--batch-size", str(batch_size or args.batch_size),
+        arguments = [
+            "--one", name, "--batch-size", str(batch_size or args.batch_size),
             "--batches", str(args.batches), "--threads", str(args.threads),
             "--device", args.device, "--task", args.task,
         ]  # fmt: skip
         if args.default_malloc:
-            command.append("--default-malloc")
+            arguments.append("--default-malloc")
         if with_profile:
-            command.append("--with-profile")
+            arguments.append("--with-profile")
         if compiled:
-            command.append("--compiled")
-        out = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-        if out.returncode != 0:
-            last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-            why = "killed: out of memory?" if out.returncode in (-9, 137) else last
-            return {"model": name, "failed": f"exit {out.returncode} ({why})"}
-        return json.loads(out.stdout.strip().splitlines()[-1])
+            arguments.append("--compiled")
+        return {"model": name} | harness.run_child("bench.models_throughput", arguments)
 
     results = [child(name) for name in args.models.split(",")]
     rows = [r for r in results if "failed" not in r]

@@ -3,7 +3,7 @@
 same batches of `csd10k_density` training molecules, with the same weights and sizes (the
 published models of configs/model/), optimiser and torch threads.
 
-    python bench/painn_et_reference.py [--models painn,et] [--threads 1] [--batch-size 32]
+    python -m bench.painn_et_reference [--models painn,et] [--threads 1] [--batch-size 32]
         [--batches 3] [--repeats 2] [--compile]
 
 Both packages need their own environment (`make painn-et-env`; `make bench-painn-et`).
@@ -27,24 +27,16 @@ shape, bench/roofline.py's `matmul_floor_ms`). `--compile` adds a third side, ou
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
-import json
-import os
 import sys
-import time
 import types
-from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
-from oodmol.allocator import keep_freed_memory
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+from bench import harness
+from bench.models_throughput import training_step
 
 
 def schnetpack() -> types.SimpleNamespace:
@@ -143,116 +135,49 @@ REFERENCES = {
 }
 
 
-def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
-    """Training and inference throughput and peak memory of one side (a child process)."""
-    from models_throughput import benchmark_setup, rss_mb, training_step
-    from roofline import matmul_floor_ms
-
-    import oodmol.models.neighbors as neighbors
+def build(args, name: str, side: str, shared: tuple) -> harness.Side:
+    """Our model; for the reference, the same model with the reference's representation
+    (holding our weights) in place of our backbone's; `compiled`: ours compiled."""
     from oodmol.training.build import build_model, training_statistics
 
-    neighbors.HAS_TORCH_CLUSTER = False  # the search of the project's environment
-    cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches)
-    dataset = dm.datasets["train"]
-    batches = [dm.features.collate(dataset.__getitems__(idx)) for idx in batches_idx]
-    baseline = rss_mb()
-    torch.manual_seed(0)
+    cfg, dm, batches = shared
     model = build_model(cfg, training_statistics(cfg, dm))
     model.fit_target_scaling(dm.train_targets)
     backbone = model.backbone
-    if which == "reference":
-        build, embed = REFERENCES[name]
-        reference = build(backbone)
+    if side == "reference":
+        make, embed = REFERENCES[name]
+        reference = make(backbone)
         for child in list(backbone.named_children()):
             if child[0] not in ("output", "distance"):
                 delattr(backbone, child[0])  # only the reference's weights are trained
         backbone.reference = reference
         backbone.embed = lambda batch: embed(reference, backbone, batch)
-    model.compile_backbone = which == "compiled"
-    optimizer = model.optimizer_factory(model.parameters())
-    step = training_step(model, optimizer)
-
-    def seconds_per_batch(run) -> float:
-        run(batches[0])  # warm-up: allocations, lazy initialisation
-        started = time.perf_counter()
-        for batch in batches[1:]:
-            run(batch)
-        return (time.perf_counter() - started) / n_batches
-
-    model.train()
-    train_seconds = seconds_per_batch(step)
-    model.eval()
-    with torch.no_grad():
-        infer_seconds = seconds_per_batch(model)
-    model.train()
-    steps = lambda: [step(batch) for batch in batches[1:]]  # noqa: E731
-    floor_ms = matmul_floor_ms(steps, n_batches) if which == "ours" else None
-    return {
-        "model": name,
-        "side": which,
-        "floor_ms": floor_ms,
-        "train_mol_s": batch_size / train_seconds,
-        "infer_mol_s": batch_size / infer_seconds,
-        "step_ms": 1e3 * train_seconds,
-        "peak_mb": rss_mb() - baseline,
-        "atoms_per_batch": float(np.mean([len(b.z) for b in batches[1:]])),
-    }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="painn,et")
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--batches", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--compile", action="store_true", help="also ours compiled")
-    parser.add_argument("--one", nargs=2, metavar=("MODEL", "SIDE"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as train.py does: the step without page-fault churn
-    if args.one:
-        print(json.dumps(measure(*args.one, args.batch_size, args.batches)))
-        return
-    from models_throughput import alternating_runs
-    from roofline import ceiling_ratio
-
-    models = args.models.split(",")
-    sides = ("ours", "compiled", "reference") if args.compile else ("ours", "reference")
-    cases = [(name, side) for name in models for side in sides]
-    options = ["--batch-size", str(args.batch_size), "--batches", str(args.batches)]
-    runs = alternating_runs(__file__, cases, args.repeats, args.threads, options)
-
-    first = runs[(models[0], "ours")][0]
-    print(
-        f"\ncsd10k_density training molecules, batch {args.batch_size} "
-        f"(~{first['atoms_per_batch']:.0f} atoms), {args.batches} batches after a warm-up, "
-        f"median of {args.repeats} runs, {args.threads} torch thread(s), "
-        f"torch {torch.__version__}, load {os.getloadavg()[0]:.2f}"
+    model.compile_backbone = side == "compiled"
+    step = training_step(model, model.optimizer_factory(model.parameters()))
+    return harness.Side(
+        model, batches, lambda k: step(batches[k]), infer=lambda k: model(batches[k])
     )
-    print("| model | side | train mol/s | infer mol/s | step ms | peak MB |")
-    print("|---|---|---|---|---|---|")
-    rates = {}
-    for (name, side), results in runs.items():
-        rates[name, side] = float(np.median([r["train_mol_s"] for r in results]))
-        infer = np.median([r["infer_mol_s"] for r in results])
-        step = np.median([r["step_ms"] for r in results])
-        peak = max(r["peak_mb"] for r in results)
-        print(
-            f"| {name} | {side} | {rates[name, side]:.2f} | {infer:.2f} | {step:.0f} | {peak:.0f} |"
-        )
-    for name in models:
-        ceiling = ceiling_ratio(runs[name, "reference"], runs[name, "ours"])
-        compiled = (
-            f" compiled_ratio={rates[name, 'compiled'] / rates[name, 'reference']:.2f}"
-            if args.compile
-            else ""
-        )
-        print(
-            f"model={name} reference_ratio={rates[name, 'ours'] / rates[name, 'reference']:.2f} "
-            f"ceiling_ratio={ceiling:.2f}{compiled}"
-        )
 
+
+BENCH = harness.Reference(
+    module="bench.painn_et_reference",
+    doc=__doc__,
+    models=("painn", "et"),
+    build=build,
+    columns=(
+        harness.model_column(),
+        harness.side_column(),
+        harness.median_column("train mol/s", "train_mol_s", ".2f"),
+        harness.median_column("infer mol/s", "infer_mol_s", ".2f"),
+        harness.median_column("step ms", "step_ms", ".0f"),
+        harness.peak_column(),
+    ),
+    batches=3,
+    sides=lambda args: ("ours", "compiled", "reference") if args.compile else ("ours", "reference"),
+    add_options=lambda parser: parser.add_argument(
+        "--compile", action="store_true", help="also ours compiled"
+    ),
+)
 
 if __name__ == "__main__":
-    main()
+    harness.main(BENCH)

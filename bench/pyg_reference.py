@@ -2,7 +2,7 @@
 weights, sizes (configs/model/<name>.yaml), batches of `csd10k_density` training
 molecules, optimiser and torch threads.
 
-    python bench/pyg_reference.py [--models schnet,dimenetpp,visnet] [--threads 1]
+    python -m bench.pyg_reference [--models schnet,dimenetpp,visnet] [--threads 1]
         [--batch-size 32] [--batches 4] [--repeats 2]
 
 Each model is timed in its own process, ours and PyG's alternating `--repeats` times so
@@ -33,20 +33,13 @@ matmul peak of its typical shape, bench/roofline.py's `matmul_floor_ms`).
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-import numpy as np
 import torch
 
-from oodmol.allocator import keep_freed_memory
+from bench import harness
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
 MODELS = ("schnet", "dimenetpp", "visnet")
 
 
@@ -136,137 +129,61 @@ def pyg_visnet(ours, mean: bool) -> tuple[torch.nn.Module, Callable]:
 REFERENCES = {"schnet": pyg_schnet, "dimenetpp": pyg_dimenetpp, "visnet": pyg_visnet}
 
 
-def measure(name: str, which: str, batch_size: int, n_batches: int) -> dict:
-    """Training and inference throughput and peak memory of one model (in a child)."""
-    from models_throughput import benchmark_setup, rss_mb
-    from roofline import matmul_floor_ms
-
-    import oodmol.models.neighbors as neighbors
+def build(args, name: str, side: str, shared: tuple) -> harness.Side:
+    """Our model, or PyG's holding its weights: a training step on MSE of standardised
+    targets with the config's optimiser, the forward pass, and our neighbour search."""
+    from oodmol.models.neighbors import radius_graph
     from oodmol.training.build import build_model, training_statistics
 
-    neighbors.HAS_TORCH_CLUSTER = False  # both search as in the project's environment
-    cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches)
-    dataset = dm.datasets["train"]
-    batches = [dm.features.collate(dataset.__getitems__(idx)) for idx in batches_idx]
-    baseline = rss_mb()
-    torch.manual_seed(0)
+    cfg, dm, batches = shared
     built = time.perf_counter()
     ours = build_model(cfg, training_statistics(cfg, dm))
     build_seconds = time.perf_counter() - built
     ours.fit_target_scaling(dm.train_targets)
     targets = [(b.y - ours.y_mean) / ours.y_std for b in batches]
     optimizer_factory = ours.optimizer_factory
-    if which == "ours":
+    if side == "ours":
         model, forward = ours, ours
     else:
         model, forward = REFERENCES[name](ours, mean=not cfg.task.extensive)
         del ours
     optimizer = optimizer_factory(model.parameters())
+    mse = torch.nn.functional.mse_loss
+    train = harness.optimiser_step(optimizer, lambda k: mse(forward(batches[k]), targets[k]))
 
-    def train(k: int) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        torch.nn.functional.mse_loss(forward(batches[k]), targets[k]).backward()
-        optimizer.step()
-
-    def seconds_per_batch(step: Callable[[int], object]) -> tuple[float, float]:
-        """Wall-clock and CPU seconds of this process per batch, after a warm-up."""
-        step(0)  # warm-up: allocations, lazy initialisation
-        wall, cpu = time.perf_counter(), time.process_time()
-        for k in range(1, n_batches + 1):
-            step(k)
-        return (
-            (time.perf_counter() - wall) / n_batches,
-            (time.process_time() - cpu) / n_batches,
-        )
-
-    model.train()
-    train_seconds, train_cpu = seconds_per_batch(train)
-    model.eval()
-    with torch.no_grad():
-        infer_seconds, infer_cpu = seconds_per_batch(lambda k: forward(batches[k]))
-    cutoff = float(cfg.model.module.backbone.cutoff)
-    max_neighbors = int(cfg.model.module.backbone.max_neighbors)
-    started = time.perf_counter()
-    for batch in batches[1:]:
-        neighbors.radius_graph(batch.pos, batch.molecule, cutoff, max_neighbors)
-    search_seconds = (time.perf_counter() - started) / n_batches
-    model.train()
-    steps = lambda: [train(k) for k in range(1, n_batches + 1)]  # noqa: E731
-    floor_ms = matmul_floor_ms(steps, n_batches) if which == "ours" else None
-    return {
-        "model": name,
-        "which": which,
-        "floor_ms": floor_ms,
-        "train_mol_s": batch_size / train_cpu,
-        "infer_mol_s": batch_size / infer_cpu,
-        "step_ms": 1e3 * train_cpu,
-        "wall_train_mol_s": batch_size / train_seconds,
-        "wall_infer_mol_s": batch_size / infer_seconds,
-        "search_ms": 1e3 * search_seconds,
-        "build_s": build_seconds,
-        "peak_mb": rss_mb() - baseline,
-        "atoms_per_batch": float(np.mean([len(b.z) for b in batches[1:]])),
-    }
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--batches", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--one", nargs=2, metavar=("MODEL", "WHICH"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as train.py does: the step without page-fault churn
-    if args.one:
-        print(json.dumps(measure(*args.one, args.batch_size, args.batches)))
-        return
-    from models_throughput import alternating_runs
-    from roofline import ceiling_ratio
-
-    names = args.models.split(",")
-    if unknown := set(names) - set(MODELS):
-        sys.exit(f"unknown models {sorted(unknown)}; choose from {MODELS}")
-    options = ["--batch-size", str(args.batch_size), "--batches", str(args.batches)]
-    runs: dict[tuple[str, ...], list[dict]] = {}
-    for name in names:  # every repeat of one model before the next
-        cases = [(name, "ours"), (name, "pyg")]
-        runs |= alternating_runs(__file__, cases, args.repeats, args.threads, options)
-
-    print(
-        f"\ncsd10k_density training molecules, batch {args.batch_size}, {args.batches} steps "
-        f"after a warm-up, median of {args.repeats} runs, {args.threads} torch thread(s), "
-        f"torch {torch.__version__}"
+    backbone = cfg.model.module.backbone
+    cutoff, max_neighbors = float(backbone.cutoff), int(backbone.max_neighbors)
+    return harness.Side(
+        model,
+        batches,
+        train,
+        infer=lambda k: forward(batches[k]),
+        search=lambda k: radius_graph(batches[k].pos, batches[k].molecule, cutoff, max_neighbors),
+        figures={"build_s": build_seconds},
     )
-    print("| model | impl | atoms/batch | train mol/s | infer mol/s | step ms (CPU) "
-          "| wall train mol/s | search ms | build s | peak MB |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    rates, wall = {}, {}
-    for (name, which), results in runs.items():
-        rates[name, which] = float(np.median([r["train_mol_s"] for r in results]))
-        wall[name, which] = float(np.median([r["wall_train_mol_s"] for r in results]))
-        row = [
-            name,
-            which,
-            f"{results[0]['atoms_per_batch']:.0f}",
-            f"{rates[name, which]:.2f}",
-            f"{np.median([r['infer_mol_s'] for r in results]):.2f}",
-            f"{np.median([r['step_ms'] for r in results]):.0f}",
-            f"{np.median([r['wall_train_mol_s'] for r in results]):.2f}",
-            f"{np.median([r['search_ms'] for r in results]):.1f}",
-            f"{np.median([r['build_s'] for r in results]):.1f}",
-            f"{max(r['peak_mb'] for r in results):.0f}",
-        ]
-        print("| " + " | ".join(row) + " |")
-    for name in names:
-        ceiling = ceiling_ratio(runs[name, "pyg"], runs[name, "ours"])
-        print(
-            f"model={name} reference_ratio={rates[name, 'ours'] / rates[name, 'pyg']:.2f} "
-            f"wall_ratio={wall[name, 'ours'] / wall[name, 'pyg']:.2f} ceiling_ratio={ceiling:.2f}"
-        )
 
+
+BENCH = harness.Reference(
+    module="bench.pyg_reference",
+    doc=__doc__,
+    models=MODELS,
+    build=build,
+    columns=(
+        harness.model_column(),
+        harness.side_column("impl"),
+        harness.first_column("atoms/batch", "atoms_per_batch", ".0f"),
+        harness.median_column("train mol/s", "train_mol_s", ".2f"),
+        harness.median_column("infer mol/s", "infer_mol_s", ".2f"),
+        harness.median_column("step ms (CPU)", "step_ms", ".0f"),
+        harness.median_column("wall train mol/s", "wall_train_mol_s", ".2f"),
+        harness.median_column("search ms", "search_ms", ".1f"),
+        harness.median_column("build s", "build_s", ".1f"),
+        harness.peak_column(),
+    ),
+    batches=4,
+    sides=lambda args: ("ours", "pyg"),
+    clock="cpu",
+)
 
 if __name__ == "__main__":
-    main()
+    harness.main(BENCH)

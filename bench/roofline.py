@@ -1,6 +1,6 @@
 """How close every neural model's training step is to this machine's limit.
 
-    python bench/roofline.py [--models painn,schnet,...] [--batch-size 32] [--batches 3]
+    python -m bench.roofline [--models painn,schnet,...] [--batch-size 32] [--batches 3]
         [--threads 1]
 
 Each model runs in its own process on the same `csd10k_density` training batches as
@@ -31,22 +31,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import subprocess
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from oodmol.allocator import keep_freed_memory
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+from bench import harness
 
 aten = torch.ops.aten
 GATHERS = {
@@ -194,34 +188,21 @@ def matmul_floor_ms(run_steps: Callable[[], object], n_steps: int) -> float:
     return 1e3 * flops.get_total_flops() / n_steps / 1e9 / peak_gflops
 
 
-def ceiling_ratio(reference_runs: list[dict], our_runs: list[dict]) -> float:
-    """The largest reference_ratio ours could reach at its FLOPs: the reference's median
-    step time over our median `floor_ms` (`matmul_floor_ms`)."""
-    reference_ms = statistics.median(run["step_ms"] for run in reference_runs)
-    return reference_ms / statistics.median(run["floor_ms"] for run in our_runs)
-
-
 def measure(name: str, batch_size: int, n_batches: int) -> dict:
     """One model's roofline figures (run in a child process)."""
-    from models_throughput import benchmark_setup, training_step
     from torch.profiler import ProfilerActivity, profile
 
+    from bench.models_throughput import benchmark_batches, training_step
     from oodmol.training.build import build_model, training_statistics
 
-    cfg, dm, batches_idx = benchmark_setup(name, batch_size, n_batches)
-    dataset = dm.datasets["train"]
-    batches = [dm.features.collate(dataset.__getitems__(idx)) for idx in batches_idx]
+    cfg, dm, batches = benchmark_batches(name, batch_size, n_batches)
     model = build_model(cfg, training_statistics(cfg, dm))
     model.fit_target_scaling(dm.train_targets)
     optimizer = model.optimizer_factory(model.parameters())
     model.train()
 
     train_step = training_step(model, optimizer)
-    train_step(batches[0])  # warm-up
-    started = time.perf_counter()
-    for batch in batches[1:]:
-        train_step(batch)
-    step_seconds = (time.perf_counter() - started) / n_batches
+    step_seconds, _ = harness.seconds_per_batch(lambda k: train_step(batches[k]), n_batches)
 
     flops, traffic = FlopCounterMode(display=False), TrafficCounter()
     with flops, traffic:
@@ -281,33 +262,29 @@ def bound(r: dict) -> str:
 
 
 def main() -> None:
-    from models_throughput import neural_models
+    from bench.models_throughput import neural_models
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(neural_models()))
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--batches", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
+    common = harness.options(models=",".join(neural_models()), batch_size=32, batches=3)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], parents=[common])
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: one model
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as train.py does: the step without page-fault churn
+    harness.setup(args)
     if args.one:
         print(json.dumps(measure(args.one, args.batch_size, args.batches)))
         return
 
     rows = []
     for name in args.models.split(","):
-        command = [
-            sys.executable, __file__, "--one", name, "--batch-size", str(args.batch_size),
+        arguments = [
+            "--one", name, "--batch-size", str(args.batch_size),
             "--batches", str(args.batches), "--threads", str(args.threads),
         ]  # fmt: skip
-        out = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-        if out.returncode != 0:
-            last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-            print(f"{name}: failed (exit {out.returncode}: {last})", file=sys.stderr)
+        if args.default_malloc:
+            arguments.append("--default-malloc")
+        r = harness.run_child("bench.roofline", arguments)
+        if "failed" in r:
+            print(f"{name}: failed ({r['failed']})", file=sys.stderr)
             continue
-        r = json.loads(out.stdout.strip().splitlines()[-1])
         seconds = r["step_ms"] / 1e3
         r["gflops"] = r["gflop_step"] / seconds
         r["attained_shape"] = r["gflops"] / r["peak_shape_gflops"]

@@ -1,8 +1,8 @@
 """Time the eight QM9 OOD splits computed afresh; with --reference, time scikit-learn's
 KernelDensity on one property side by side and check both pick the same OOD molecules.
 
-    python bench/splits.py                 # last line: qm9_ood_splits_seconds=<total>
-    python bench/splits.py --reference     # + scikit-learn on qm9_homo (~17 min here)
+    python -m bench.splits                 # last line: qm9_ood_splits_seconds=<total>
+    python -m bench.splits --reference     # + scikit-learn on qm9_homo (~17 min here)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Training throughput of the SMILES transformers with BOOM's fixed padding against
 dynamic padding, with and without length-grouped batches, on the same molecules.
 
-    OMP_NUM_THREADS=1 python bench/tokens_throughput.py [--models chemberta,modernbert,molformer]
+    OMP_NUM_THREADS=1 python -m bench.tokens_throughput [--models chemberta,modernbert,molformer]
         [--batches 3] [--threads 1] [--seed 0] [override ...]
 
 Each model is built as train.py builds it (`task=csd10k_density split=ood`, BOOM's sizes:

@@ -15,8 +15,9 @@ from geometry_helpers import in_double, point_cloud_batch
 from oodmol.models.backbones.mace import MACE
 
 pytest.importorskip("mace", reason="mace-torch is not installed (make test-mace-reference)")
-from mace_reference import reference_inputs, reference_model
 from torch_geometric.utils import scatter
+
+from bench.mace_reference import reference_inputs, reference_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -28,9 +28,9 @@ from dataclasses import replace
 import pytest
 import torch
 from geometry_helpers import in_double, point_cloud_batch
-from paths import REPO
 from torch import nn
 
+from bench import painn_et_reference as bench  # the builders of the references checked here
 from oodmol.data.batches import PointCloudBatch
 from oodmol.models.backbones.et import EquivariantTransformer, torchmdnet_state_dict
 from oodmol.models.backbones.painn import PaiNN, schnetpack_state_dict
@@ -73,28 +73,19 @@ def perturbed(model: nn.Module) -> nn.Module:
     return model.double()
 
 
-def bench():
-    """bench/painn_et_reference.py, whose builders of the references these tests check."""
-    path = REPO / "bench" / "painn_et_reference.py"
-    spec = importlib.util.spec_from_file_location("painn_et_reference_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def painn_twins(sizes: dict) -> tuple[PaiNN, nn.Module]:
     """Our PaiNN and schnetpack's with our weights."""
     if importlib.util.find_spec("schnetpack") is None:
         pytest.skip("the reference needs `make painn-et-env`")
     torch.manual_seed(0)
     ours = perturbed(PaiNN(**sizes))
-    theirs = bench().schnetpack_painn(ours)
+    theirs = bench.schnetpack_painn(ours)
     torch.testing.assert_close(theirs.radial_basis.freqs, ours.rbf.frequencies)
     return ours, theirs
 
 
 def painn_reference(theirs: nn.Module, ours: PaiNN, batch: PointCloudBatch):
-    return bench().schnetpack_embed(theirs, ours, batch)
+    return bench.schnetpack_embed(theirs, ours, batch)
 
 
 def et_twins(sizes: dict) -> tuple[EquivariantTransformer, nn.Module]:
@@ -102,11 +93,11 @@ def et_twins(sizes: dict) -> tuple[EquivariantTransformer, nn.Module]:
     pytest.importorskip("torchmdnet", reason="the reference needs `make painn-et-env`")
     torch.manual_seed(0)
     ours = perturbed(EquivariantTransformer(**sizes))
-    return ours, bench().torchmdnet_et(ours)
+    return ours, bench.torchmdnet_et(ours)
 
 
 def et_reference(theirs: nn.Module, ours: EquivariantTransformer, batch: PointCloudBatch):
-    return bench().torchmdnet_embed(theirs, ours, batch)
+    return bench.torchmdnet_embed(theirs, ours, batch)
 
 
 CASES = {

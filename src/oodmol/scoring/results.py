@@ -2,8 +2,8 @@
 parity.png, and where the model gives uncertainties calibration.png,
 error_calibration.png and confidence.png.
 
-Writing them takes both the regression metrics (`oodmol.eval`) and the uncertainty
-assessment (`oodmol.uq`), so it lives above both packages, which stay independent."""
+Writing them takes both the regression metrics (`oodmol.metrics`) and the uncertainty
+assessment (`oodmol.uq`), which never import each other."""
 
 from __future__ import annotations
 
