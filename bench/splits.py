@@ -16,19 +16,10 @@ import numpy as np
 from hydra.utils import instantiate
 from sklearn.neighbors import KernelDensity
 
-from oodmol.config import compose_config
+from oodmol.config import benchmark_tasks, compose_config
 from oodmol.data.task import load_task
 
-QM9_TASKS = (
-    "qm9_alpha",
-    "qm9_cv",
-    "qm9_homo",
-    "qm9_lumo",
-    "qm9_gap",
-    "qm9_mu",
-    "qm9_r2",
-    "qm9_zpve",
-)
+QM9_TASKS = benchmark_tasks("boom", "qm9")  # BOOM's QM9 properties, from their YAMLs
 
 
 def ours(task_name: str, data_dir: Path) -> tuple[float, np.ndarray, object]:
