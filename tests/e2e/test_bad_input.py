@@ -799,6 +799,27 @@ CASES += [
 ]
 
 
+CASES += [
+    # molecules that used to crash or stall the job: refused alone, every other row kept
+    Case(
+        "predict_huge_smiles",
+        "oodmol predict",
+        predict("in.csv"),
+        0,
+        "longer than max_smiles_length",
+        write("in.csv", "smiles\nCCO\n" + "C" * 100_000 + "\nc1ccccc1O\n"),
+    ),
+    Case(
+        "predict_huge_molecule",
+        "oodmol predict",
+        predict("in.csv"),
+        0,
+        "heavy atoms",
+        write("in.csv", "smiles\nCCO\n" + "C" * 1500 + "\nc1ccccc1O\n"),
+    ),
+]
+
+
 # --- the data tool, the leaderboard, the other tools --------------------------------------
 
 
@@ -814,6 +835,19 @@ def metrics_file(change: Callable[[dict], None]) -> Callable[[World, Path], None
         (d / "runs" / "x" / "metrics.json").write_text(json.dumps(metrics))
 
     return setup
+
+
+def member_with_predictions(w: World, d: Path, change: Callable) -> None:
+    """Two ensemble members copied from the trained run, the second's predictions.csv
+    changed by `change`: a members folder someone sent."""
+    for k in (0, 1):
+        folder = d / "members" / str(k)
+        folder.mkdir(parents=True)
+        metrics = json.loads((w.run / "metrics.json").read_text())
+        metrics["uq"] = {"method": "ensemble", "member": k}
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+        frame = pd.read_csv(w.run / "predictions.csv")
+        (change(frame) if k else frame).to_csv(folder / "predictions.csv", index=False)
 
 
 def set_metric(section: str, name: str, value: object) -> Callable[[dict], None]:
@@ -960,6 +994,22 @@ CASES += [
         "member",
     ),
     Case("uq_no_command", "oodmol uq", tool("uq"), 2, "oodmol uq"),
+    Case(
+        "uq_combine_member_predictions_broken",
+        "oodmol uq",
+        tool("uq", "combine", "{d}/members", "--out", "{d}/out"),
+        2,
+        "is not a finite number",
+        lambda w, d: member_with_predictions(w, d, lambda f: f.assign(y_pred="high")),
+    ),
+    Case(
+        "uq_combine_member_predictions_columns",
+        "oodmol uq",
+        tool("uq", "combine", "{d}/members", "--out", "{d}/out"),
+        2,
+        "no column ['y_true']",
+        lambda w, d: member_with_predictions(w, d, lambda f: f.drop(columns="y_true")),
+    ),
     Case(
         "ablation_no_runs",
         "oodmol ablation",
