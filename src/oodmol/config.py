@@ -16,6 +16,21 @@ import oodmol.identity  # noqa: F401
 
 CONFIG_DIR_ENV = "OODMOL_CONFIG_DIR"
 
+
+def gpu_present() -> bool:
+    """Whether this process can use a CUDA GPU. A machine without NVIDIA's device files is
+    answered without importing torch (seconds), so that a command line is checked fast."""
+    if not Path("/dev/nvidiactl").exists() and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# configs/trainer/auto.yaml chooses by ${oodmol.gpu:<with a GPU>,<without>}
+OmegaConf.register_new_resolver(
+    "oodmol.gpu", lambda on_gpu, otherwise: on_gpu if gpu_present() else otherwise, replace=True
+)
 # configs/experiment/boom*.yaml sweep `task: ${oodmol.tasks:boom}`, every task of BOOM
 OmegaConf.register_new_resolver(
     "oodmol.tasks", lambda benchmark: ",".join(benchmark_tasks(benchmark)), replace=True

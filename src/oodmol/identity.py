@@ -64,6 +64,9 @@ LOCATION_KEYS = frozenset({"dirpath", "output_dir", "save_dir"})
 # model settings every config has (configs/train.yaml) that change nothing at these
 # values: left out of the key then, so runs made before they existed keep their folders
 NEUTRAL_MODEL_SETTINGS = {"init_from": None, "freeze": []}
+# the module's settings that change nothing at these values (a compiled backbone computes
+# what the eager one does only within rounding, so it is part of the key when on)
+NEUTRAL_MODULE_SETTINGS = {"compile_backbone": False}
 # top-level settings that change nothing at these values (TF32 matmuls do change results)
 NEUTRAL_RUN_SETTINGS = {"matmul_precision": "highest"}
 # split settings every split config has that change nothing at these values (the test
@@ -100,10 +103,14 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     if isinstance(model, dict):
         excluded += [(model, k) for k, v in NEUTRAL_MODEL_SETTINGS.items() if model.get(k) == v]
         excluded += [(model, k) for k in NAMING_MODEL_SETTINGS if k in model]
+        excluded += _neutral(model.get("module"), NEUTRAL_MODULE_SETTINGS)
     task = tree.get("task")
     if isinstance(task, dict):
         excluded += [(task, k) for k in NAMING_TASK_SETTINGS if k in task]
-    excluded += _neutral(tree, NEUTRAL_RUN_SETTINGS)
+    # compared resolved: trainer=auto sets matmul_precision by the machine's GPU
+    excluded += [
+        (tree, k) for k, v in NEUTRAL_RUN_SETTINGS.items() if k in tree and cfg.get(k) == v
+    ]
     excluded += _neutral(tree.get("split"), NEUTRAL_SPLIT_SETTINGS)
     for parent, key in excluded:
         parent[key] = PLACEHOLDER

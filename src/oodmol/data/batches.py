@@ -36,12 +36,19 @@ class Batch:
 
     def pin_memory(self) -> Batch:
         """The same batch in page-locked host memory (needs a CUDA device)."""
-        pinned = {
-            f.name: value.pin_memory()
+        return self._each_tensor(torch.Tensor.pin_memory)
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch on `device`; optional fields that are None stay None."""
+        return self._each_tensor(lambda tensor: tensor.to(device))
+
+    def _each_tensor(self, change) -> Batch:
+        changed = {
+            f.name: change(value)
             for f in fields(self)
             if isinstance(value := getattr(self, f.name), torch.Tensor)
         }
-        return replace(self, **pinned)
+        return replace(self, **changed)
 
 
 @dataclass(kw_only=True)

@@ -8,6 +8,8 @@ import time
 
 import lightning as L
 
+from oodmol.training.device import peak_memory_mb
+
 
 class TrainingRecord(L.Callback):
     """Travels in every checkpoint (`state_dict`), so a resumed run reports its whole
@@ -54,6 +56,7 @@ class TrainingRecord(L.Callback):
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.attempts = self._attempts_so_far()
+        self.attempts[-1]["peak_memory_mb"] = round(peak_memory_mb(trainer.strategy.root_device), 1)
         self._started = None
 
     def _attempts_so_far(self) -> list[dict]:
@@ -89,6 +92,7 @@ class TrainingRecord(L.Callback):
                 for a in attempts
             ],
             "validated_epochs": len(self.validation),
+            "peak_memory_mb": max((a.get("peak_memory_mb") or 0 for a in attempts), default=None),
         }
 
 

@@ -50,6 +50,7 @@ from oodmol.training.build import (
     training_statistics,
 )
 from oodmol.training.checkpoint_io import run_plugins
+from oodmol.training.device import device_facts
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.loggers import Resumable
 from oodmol.training.preemption import PreemptionCheckpoint
@@ -238,6 +239,7 @@ class RunCallbacks:
                 **self.record.summary(),
                 **budget,
                 "protocol": self.cfg.protocol.name,
+                "device": device_facts(trainer),
                 **self._tested(trainer),
             },
             "validation": validation_summary(

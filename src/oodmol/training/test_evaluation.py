@@ -17,6 +17,7 @@ from oodmol.data.datamodule import TEST_SETS
 from oodmol.predictions import PREDICTIONS_FILE, SetPredictions, std_columns
 from oodmol.record import RunRecord
 from oodmol.scoring.results import write_results
+from oodmol.training.device import peak_memory_mb
 
 VARIANCES = ("var_epistemic", "var_aleatoric")
 
@@ -94,6 +95,11 @@ class TestEvaluation(L.Callback):
             **self.facts,
         }
         header["flags"] = ordered([*self.facts.get("flags", []), *data_flags(data)])
+        device = trainer.strategy.root_device
+        header["training"] = {
+            **header.get("training", {}),
+            "test_peak_memory_mb": round(peak_memory_mb(device), 1),
+        }
         record, figures = write_results(
             self.output_dir,
             sets,

@@ -60,3 +60,14 @@ def test_model_predicts_a_batch_without_targets() -> None:
     prediction = module.predict_batch(batch)
     assert prediction.mean.shape == (5,)
     assert np.isfinite(prediction.mean.detach().numpy()).all()
+
+
+def test_a_batch_moves_every_tensor_and_keeps_optional_fields_that_are_none() -> None:
+    """`Batch.to` is how a batch reaches a device outside Lightning (the GPU tests, a
+    benchmark): a point cloud without fragments must not fail on its None."""
+    n = torch.arange(3)
+    batch = PointCloudBatch(index=n, z=n, pos=torch.ones(3, 3), molecule=n)
+    moved = batch.to("meta")
+    assert moved.fragment is None and moved.y is None
+    assert {t.device.type for t in (moved.index, moved.z, moved.pos, moved.molecule)} == {"meta"}
+    assert batch.pos.device.type == "cpu"  # the original is left as it was
