@@ -35,6 +35,8 @@ EXECUTION_KEYS = frozenset(
         "progress",
         "num_workers",
         "keep_freed_memory",
+        "memory_fraction",
+        "memory_limit_mb",
         "threads",
         "ckpt_path",
         "resume",

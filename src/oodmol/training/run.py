@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import lightning as L
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
@@ -53,6 +54,7 @@ from oodmol.training.checkpoint_io import run_plugins
 from oodmol.training.device import device_facts
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.loggers import Resumable
+from oodmol.training.memory import plan_memory
 from oodmol.training.preemption import PreemptionCheckpoint
 from oodmol.training.random_state import RandomState
 from oodmol.training.record import TrainingRecord, validation_summary
@@ -121,6 +123,7 @@ def _train(cfg: DictConfig, folder: Path) -> dict | float | None:
         cfg.model.get("parts"),
         OmegaConf.to_container(cfg.task, resolve=True),
     )
+    run.memory = fit_to_memory(cfg, model, dm)
     loggers = instantiate_group(cfg.logger)
     for logger in loggers:
         if isinstance(logger, Resumable):
@@ -137,6 +140,37 @@ def _train(cfg: DictConfig, folder: Path) -> dict | float | None:
         for logger in loggers:
             if isinstance(logger, WandbLogger):
                 logger.experiment.finish()
+
+
+def fit_to_memory(cfg: DictConfig, model: L.LightningModule, dm: MoleculeDataModule) -> dict | None:
+    """The run's evaluation batch, fitted to its memory (`oodmol.training.memory`), or
+    the refusal of a training batch that does not fit; what was measured, for the
+    record."""
+    trainer = cfg.trainer
+    device = torch.device("cuda" if trainer.accelerator in ("gpu", "cuda") else "cpu")
+    processes = 1 if device.type == "cuda" else int(trainer.get("devices") or 1)
+    plan = plan_memory(
+        model,
+        dm,
+        device,
+        batch_size=dm.batch_size,
+        eval_batch_size=dm.eval_batch_size,
+        fraction=float(cfg.get("memory_fraction") or 1.0),
+        limit_mb=cfg.get("memory_limit_mb"),
+        processes=processes,
+    )
+    model.cpu()  # Lightning places it
+    if plan is None:
+        return None
+    if plan.eval_batch < dm.eval_batch_size:
+        log.info(
+            "evaluating in batches of %d molecules (%d asked): what fits %.0f MB",
+            plan.eval_batch,
+            dm.eval_batch_size,
+            plan.budget_mb,
+        )
+        dm.eval_batch_size = plan.eval_batch
+    return plan.facts()
 
 
 def build_trainer(cfg: DictConfig, callbacks: list, loggers: list) -> L.Trainer:
@@ -170,6 +204,7 @@ class RunCallbacks:
         )
         self.record = TrainingRecord()
         self.transfer: dict | None = None  # model.init_from / model.freeze, when used
+        self.memory: dict | None = None  # what the model needs, and the batches chosen
         self.preemption = PreemptionCheckpoint(checkpoints / LAST_CHECKPOINT)
         self.overrides, self.debug = _command_line()
         self.run_entry = {
@@ -247,6 +282,7 @@ class RunCallbacks:
             ),
             "flags": [SHORTENED] if shortened else [],
             **({"transfer": self.transfer} if self.transfer else {}),
+            **({"memory": self.memory} if self.memory else {}),
         }
 
     def _tested(self, trainer: L.Trainer) -> dict:
