@@ -26,6 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
+from oodmol.config import gpu_present
 from oodmol.data.limits import DEFAULT_LIMITS, MoleculeLimits
 from oodmol.data.sources.csv_source import read_smiles_column
 from oodmol.data.store import FeatureStore
@@ -35,6 +36,7 @@ from oodmol.inference.checkpoint import TrainedModel, read_trained_model
 from oodmol.io import atomic_write_text
 from oodmol.overrides import OverrideError
 from oodmol.training.build import apply_matmul_precision, build_model
+from oodmol.training.memory import plan_memory
 
 log = logging.getLogger(__name__)
 VARIANCES = ("var_epistemic", "var_aleatoric")
@@ -130,8 +132,21 @@ def _predictions(
     features = instantiate(run.model.features)
     features.load_state_dict(trained.features)
     dataset = features.dataset(store, lines, None, "predict")
-    loader = DataLoader(dataset, batch_size=run.eval_batch_size, collate_fn=features.collate)
     model = build_model(run, trained.statistics)
+    on_gpu = cfg.accelerator in ("gpu", "cuda") or (cfg.accelerator == "auto" and gpu_present())
+    plan = plan_memory(  # batches that fit this machine, measured on the largest molecules
+        model,
+        dataset,
+        features.collate,
+        torch.device("cuda" if on_gpu else "cpu"),
+        batch_size=None,
+        eval_batch_size=run.eval_batch_size,
+        fraction=cfg.memory_fraction,
+        limit_mb=cfg.memory_limit_mb,
+    )
+    model.cpu()
+    batch_size = plan.eval_batch if plan else run.eval_batch_size
+    loader = DataLoader(dataset, batch_size=batch_size, collate_fn=features.collate)
     apply_matmul_precision(run)
     L.seed_everything(run.seed)
     trainer = L.Trainer(

@@ -157,26 +157,33 @@ class MemoryPlan:
 
 def plan_memory(
     model: L.LightningModule,
-    datamodule,
+    dataset,
+    collate: Callable,
     device: torch.device,
-    batch_size: int,
+    batch_size: int | None,
     eval_batch_size: int,
     fraction: float,
     limit_mb: float | None = None,
     processes: int = 1,
 ) -> MemoryPlan | None:
-    """Measure the model on the training set's largest molecules and choose the
-    evaluation batch; `BatchTooLarge` when a training step cannot fit. None for a model
+    """Measure the model on the largest molecules of `dataset` (the training set, or
+    the molecules to predict) and choose the evaluation batch; with a training
+    `batch_size`, `BatchTooLarge` when a training step cannot fit. None for a model
     without trained parameters (the forest), whose memory is its own affair."""
     if not any(p.requires_grad for p in model.parameters()):
         return None
     available = available_bytes(device, limit_mb)
     budget = available * fraction / processes
-    dataset = datamodule.datasets["train"]
-    largest = _largest_first(dataset)
+    largest = _largest_first(dataset)[: max(PROBE_SIZES)]
     model = model.to(device)
-    evaluation = _line(lambda b: _evaluate(model, _batch(datamodule, largest[:b], device)), device)
-    training = _line(lambda b: _train_step(model, _batch(datamodule, largest[:b], device)), device)
+
+    def batch(size: int):
+        items = dataset.__getitems__([int(i) for i in largest[:size]])
+        return collate(items).to(device)
+
+    evaluation = _line(lambda b: _evaluate(model, batch(b)), device)
+    training = _line(lambda b: _train_step(model, batch(b)), device) if batch_size else (0, 0)
+    batch_size = batch_size or 0
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     train_fixed = training[0] + 4 * weights  # the weights, their gradients, Adam's two moments
     train_need = train_fixed + training[1] * batch_size
@@ -234,12 +241,6 @@ def _largest_first(dataset) -> np.ndarray:
     if sizes is None:
         return np.arange(len(dataset))
     return np.argsort(-np.asarray(sizes), kind="stable")
-
-
-def _batch(datamodule, positions: np.ndarray, device: torch.device):
-    """A batch of the training set's molecules at `positions`, as its loader makes one."""
-    items = datamodule.datasets["train"].__getitems__([int(i) for i in positions])
-    return datamodule.features.collate(items).to(device)
 
 
 def _evaluate(model: L.LightningModule, batch) -> None:

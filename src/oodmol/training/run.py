@@ -151,7 +151,8 @@ def fit_to_memory(cfg: DictConfig, model: L.LightningModule, dm: MoleculeDataMod
     processes = 1 if device.type == "cuda" else int(trainer.get("devices") or 1)
     plan = plan_memory(
         model,
-        dm,
+        dm.datasets["train"],
+        dm.features.collate,
         device,
         batch_size=dm.batch_size,
         eval_batch_size=dm.eval_batch_size,

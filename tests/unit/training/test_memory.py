@@ -72,9 +72,11 @@ def mlp(width: int = 64, hidden: int = 512) -> PropertyRegressor:
 
 
 def plan(model, limit_mb: float, batch_size: int = 32, eval_batch_size: int = 512, data=None):
+    data = data or DataModule()
     return plan_memory(
         model,
-        data or DataModule(),
+        data.datasets["train"],
+        data.features.collate,
         torch.device("cpu"),
         batch_size=batch_size,
         eval_batch_size=eval_batch_size,
@@ -98,7 +100,9 @@ def test_the_evaluation_batch_is_what_fits_the_memory_limit() -> None:
 def test_a_training_batch_that_cannot_fit_is_refused_naming_one_that_can() -> None:
     roomy = plan(mlp(), limit_mb=10_000, batch_size=4096)
     thousand = roomy.train_fixed_mb + 1000 * roomy.train_per_molecule_mb
-    with pytest.raises(BatchTooLarge, match=r"lower model.batch_size to (99\d|1000) or less") as refused:
+    with pytest.raises(
+        BatchTooLarge, match=r"lower model.batch_size to (99\d|1000) or less"
+    ) as refused:
         plan(mlp(), limit_mb=2 * thousand, batch_size=4096)
     assert isinstance(refused.value, UserError)
     assert "model.batch_size=4096 needs about" in str(refused.value)
