@@ -14,7 +14,7 @@ from functools import partial
 
 import pytest
 import torch
-from e2e_helpers import MLP, QUIET, TinyTask
+from e2e_helpers import MLP, QUIET, REPO, TinyTask
 from geometry_helpers import point_cloud_batch
 from omegaconf import open_dict
 from pyg_helpers import TINY_DIMENETPP, tiny_schnet, tiny_visnet
@@ -48,6 +48,20 @@ def test_trainer_gpu_is_a_gpu_trainer_with_tf32_matmuls():
     assert cfg.trainer.precision == "32-true"  # mixed precision stays a per-run choice
     assert cfg.matmul_precision == "high"
     assert compose_config("train", []).matmul_precision == "highest"
+
+
+def test_the_default_trainer_is_the_machines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """trainer=auto (the default): the deterministic CPU trainer without a GPU, and
+    trainer=gpu's settings with one; the run's key follows what changes results."""
+    monkeypatch.setattr("oodmol.config.gpu_present", lambda: False)
+    cpu = compose_config("train", [])
+    assert (cpu.trainer.accelerator, cpu.trainer.deterministic) == ("cpu", True)
+    assert config_key(cpu) == config_key(compose_config("train", ["trainer=cpu"]))
+    monkeypatch.setattr("oodmol.config.gpu_present", lambda: True)
+    gpu = compose_config("train", [])
+    assert (gpu.trainer.accelerator, gpu.trainer.deterministic) == ("gpu", False)
+    assert gpu.matmul_precision == "high"
+    assert config_key(gpu) == config_key(compose_config("train", ["trainer=gpu"]))
 
 
 def test_matmul_precision_is_part_of_a_run_only_when_it_changes_results():
@@ -150,6 +164,25 @@ def test_train_runs_on_the_gpu(tiny: TinyTask, extra: list[str], request) -> Non
     tiny.run([*command, *tiny.task_args(), *QUIET, f"hydra.run.dir={out}"]).ok()
     metrics = json.loads((out / "metrics.json").read_text())
     assert all(metrics[s]["rmse"] > 0 for s in ("id", "ood"))
+    assert metrics["training"]["device"]["accelerator"] == "cuda"
+
+
+# every model family, at its configured size, for one epoch on the tiny task: its
+# featuriser, forward, backward and test on the GPU
+MODELS = sorted(p.stem for p in (REPO / "configs" / "model").glob("*.yaml"))
+
+
+@CUDA
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MODELS)
+def test_every_model_trains_on_the_gpu(tiny: TinyTask, name: str) -> None:
+    out = tiny.root / f"every-{name}"
+    command = ["train.py", f"model={name}", "model.max_epochs=1", "trainer=gpu"]
+    tiny.run([*command, *tiny.task_args(), *QUIET, f"hydra.run.dir={out}"]).ok()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert all(metrics[s]["rmse"] >= 0 for s in ("id", "ood"))
+    assert metrics["training"]["device"]["accelerator"] == "cuda"
+    assert metrics["training"]["peak_memory_mb"] > 0
 
 
 @pytest.mark.slow
@@ -162,3 +195,6 @@ def test_bf16_mixed_training_runs_on_cpu(tiny: TinyTask) -> None:
     tiny.run([*command, *tiny.task_args(), *QUIET, f"hydra.run.dir={out}"]).ok()
     metrics = json.loads((out / "metrics.json").read_text())
     assert all(metrics[s]["rmse"] > 0 for s in ("id", "ood"))
+    device = metrics["training"]["device"]  # the record says where and how it ran
+    assert (device["accelerator"], device["precision"]) == ("cpu", "bf16-mixed")
+    assert metrics["training"]["peak_memory_mb"] > 0
