@@ -1,0 +1,48 @@
+"""bench.gpu_epochs' clock: it times every training epoch of a real fit (validation
+included) and writes what it measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from bench.gpu_epochs import EpochClock
+
+
+class Tiny(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.mean((self.layer(x).squeeze(-1) - y) ** 2)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", torch.mean((self.layer(x).squeeze(-1) - y) ** 2))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_the_clock_times_each_epoch_with_its_validation(tmp_path: Path) -> None:
+    data = TensorDataset(torch.randn(32, 4), torch.randn(32))
+    out = tmp_path / "clock.json"
+    trainer = L.Trainer(
+        max_epochs=3,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[EpochClock(str(out))],
+    )
+    trainer.fit(Tiny(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
+    figures = json.loads(out.read_text())
+    assert len(figures["epochs_s"]) == 3 and all(s > 0 for s in figures["epochs_s"])
+    assert figures["peak_mb"] > 0 and figures["device"].startswith("CPU")
