@@ -74,8 +74,17 @@ def statistics(tmp_path_factory: pytest.TempPathFactory) -> Callable[[DictConfig
     return compute
 
 
+# building these takes tens of seconds (DimeNet++'s spherical basis, ModernBERT's layers)
+HEAVY = {("model", "dimenetpp"), ("model", "modernbert")}
+
+
 @pytest.mark.parametrize(
-    "group, option", [(group, option) for group in TRAIN_GROUPS for option in options(group)]
+    "group, option",
+    [
+        pytest.param(group, option, marks=[pytest.mark.slow] * ((group, option) in HEAVY))
+        for group in TRAIN_GROUPS
+        for option in options(group)
+    ],
 )
 def test_every_config_composes_and_builds(group, option, csv_task, statistics) -> None:
     cfg = composed(group, option, csv_task)

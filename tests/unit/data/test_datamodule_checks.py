@@ -71,6 +71,7 @@ def test_good_max_molecules_is_kept(task, tmp_path, value) -> None:
     assert _module(task, tmp_path / "data", max_molecules=value).max_molecules == value
 
 
+@pytest.mark.slow  # embeds conformers, failures included
 def test_set_emptied_by_featurisation_failures_stops_before_training(task, data_dir) -> None:
     """The split's one ID molecule has no features: setup fails naming every set's size
     before and after, the empty set, and why, instead of training and scoring nothing."""

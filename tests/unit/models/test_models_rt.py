@@ -228,6 +228,7 @@ def test_normalisation_and_targets() -> None:
         RegressionTransformer(FixedLogits([], 60), torch.optim.AdamW, normalise_over="test")
 
 
+@pytest.mark.slow  # trains
 def test_a_tiny_rt_learns_to_write_its_training_values(store: FeatureStore) -> None:
     features = RTFeatures()
     features.fit(store, np.arange(4))
