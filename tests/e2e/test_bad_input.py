@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 import torch
 from door_helpers import Doors, environment, real_process
-from e2e_helpers import MLP, QUIET, REPO, TinyTask
+from e2e_helpers import MLP, QUIET, REPO, RF, TinyTask
 
 pytestmark = pytest.mark.slow
 TRAIN, EVALUATE = str(REPO / "train.py"), str(REPO / "evaluate.py")  # run from anywhere
@@ -1291,4 +1291,27 @@ def test_api_saved_task_is_data(benchmark_task, world: World, tmp_path: Path) ->
         BenchmarkTask.read(folder)
     with pytest.raises(UserError, match="no such file"):
         BenchmarkTask.read(tmp_path / "absent")
+    assert not world.marker.exists()
+
+
+def test_a_planted_round_record_is_refused_before_it_reaches_an_override(world: World) -> None:
+    """A campaign's acquired molecules go into the next round's split as an override: a
+    round record someone edited to carry more than molecule ids is refused, and nothing
+    it carries runs."""
+    folder = world.case_dir("campaign_planted_round")
+    campaign = [
+        "oodmol", "campaign", *world.task.task_args(), *QUIET, *RF, "acquisition=greedy",
+        "batch=2", f"out={folder / 'c'}",
+    ]  # fmt: skip
+    first = world.doors.run([*campaign, "rounds=1"], cwd=folder)
+    assert first.returncode == 0, first.shown()
+    record = folder / "c" / "rounds" / "0.json"
+    content = json.loads(record.read_text())
+    injected = "1],+callbacks.x._target_=builtins.open,+callbacks.x._args_=[" + str(world.marker)
+    content["acquired"][0]["mol_id"] = injected
+    record.write_text(json.dumps(content))
+    second = world.doors.run([*campaign, "rounds=2"], cwd=folder)
+    assert second.returncode == 2, second.shown()
+    assert "is not a round record this campaign wrote" in second.last_lines
+    assert "Traceback" not in second.stdout + second.stderr
     assert not world.marker.exists()
