@@ -21,20 +21,12 @@ class ChemBERTa(nn.Module):
     """RoBERTa encoder and the dense + tanh half of its sequence-classification head.
 
     `pretrained`: a folder or hub id (`oodmol.pretrained`) whose configuration and
-    weights are loaded; None builds a randomly initialised RoBERTa of the given sizes with
-    the run's vocabulary (`vocab_size`, `pad_id`: facts of the fitted tokenizer)."""
+    weights are loaded; None builds a randomly initialised RoBERTa of the given `sizes`
+    (`roberta_config`'s, the hub checkpoint's by default) with the run's vocabulary
+    (`vocab_size`, `pad_id`: facts of the fitted tokenizer)."""
 
     def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        pretrained: str | None = None,
-        layers: int = 6,
-        heads: int = 12,
-        hidden: int = 768,
-        intermediate: int = 3072,
-        max_positions: int = 515,
-        dropout: float = 0.1,
+        self, vocab_size: int, pad_id: int, pretrained: str | None = None, **sizes: int | float
     ) -> None:
         super().__init__()
         if pretrained is not None:
@@ -48,9 +40,7 @@ class ChemBERTa(nn.Module):
                     "tokenizer (model.tokenizer)"
                 )
         else:
-            config = roberta_config(
-                vocab_size, pad_id, layers, heads, hidden, intermediate, max_positions, dropout
-            )
+            config = roberta_config(vocab_size, pad_id, **sizes)
             self.encoder = RobertaModel(config, add_pooling_layer=False)
         drop = config.classifier_dropout
         self.dropout = nn.Dropout(config.hidden_dropout_prob if drop is None else drop)
@@ -74,38 +64,27 @@ class ChemBERTaMaskedLM(HFMaskedLM):
     pretrain on); with `pretrained` it goes on from that model and its LM head."""
 
     def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        pretrained: str | None = None,
-        layers: int = 6,
-        heads: int = 12,
-        hidden: int = 768,
-        intermediate: int = 3072,
-        max_positions: int = 515,
-        dropout: float = 0.1,
+        self, vocab_size: int, pad_id: int, pretrained: str | None = None, **sizes: int | float
     ) -> None:
         if pretrained is not None:
             model = RobertaForMaskedLM.from_pretrained(str(resolve_pretrained(pretrained)))
         else:
-            config = roberta_config(
-                vocab_size, pad_id, layers, heads, hidden, intermediate, max_positions, dropout
-            )
-            model = RobertaForMaskedLM(config)
+            model = RobertaForMaskedLM(roberta_config(vocab_size, pad_id, **sizes))
         super().__init__(model)
 
 
 def roberta_config(
     vocab_size: int,
     pad_id: int,
-    layers: int,
-    heads: int,
-    hidden: int,
-    intermediate: int,
-    max_positions: int,
-    dropout: float,
+    layers: int = 6,
+    heads: int = 12,
+    hidden: int = 768,
+    intermediate: int = 3072,
+    max_positions: int = 515,
+    dropout: float = 0.1,
 ) -> RobertaConfig:
-    """A RoBERTa of these sizes over the run's vocabulary (ChemBERTa's single segment)."""
+    """A RoBERTa of these sizes (ChemBERTa's hub checkpoint's by default) over the run's
+    vocabulary (ChemBERTa's single segment)."""
     return RobertaConfig(
         vocab_size=vocab_size,
         pad_token_id=pad_id,
