@@ -63,14 +63,10 @@ class ChemBERTaMaskedLM(HFMaskedLM):
     the hub checkpoint's layout, which `model.pretrained` loads (the LM head too, to
     pretrain on); with `pretrained` it goes on from that model and its LM head."""
 
-    def __init__(
-        self, vocab_size: int, pad_id: int, pretrained: str | None = None, **sizes: int | float
-    ) -> None:
-        if pretrained is not None:
-            model = RobertaForMaskedLM.from_pretrained(str(resolve_pretrained(pretrained)))
-        else:
-            model = RobertaForMaskedLM(roberta_config(vocab_size, pad_id, **sizes))
-        super().__init__(model)
+    model_class = RobertaForMaskedLM
+
+    def new_config(self, **settings: int | float) -> RobertaConfig:
+        return roberta_config(**settings)
 
 
 def roberta_config(

@@ -68,22 +68,10 @@ class ModernBERTMaskedLM(HFMaskedLM):
     objective). Its saved folder loads with `model.pretrained` (the encoder; the LM head
     to pretrain on)."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        cls_id: int | None = None,
-        sep_id: int | None = None,
-        pretrained: str | None = None,
-        **sizes: int | float,
-    ) -> None:
-        if pretrained is not None:
-            model = ModernBertForMaskedLM.from_pretrained(str(resolve_pretrained(pretrained)))
-        else:
-            model = ModernBertForMaskedLM(
-                modernbert_config(vocab_size, pad_id, cls_id, sep_id, **sizes)
-            )
-        super().__init__(model)
+    model_class = ModernBertForMaskedLM
+
+    def new_config(self, **settings: int | float | None) -> ModernBertConfig:
+        return modernbert_config(**settings)
 
 
 def modernbert_config(
