@@ -13,7 +13,7 @@ from torch import nn
 from transformers import RobertaConfig, RobertaForMaskedLM, RobertaModel
 
 from oodmol.data.batches import TokenBatch
-from oodmol.pretrained import resolve_pretrained
+from oodmol.pretrained import check_vocabulary, resolve_pretrained
 from oodmol.pretraining.objective import HFMaskedLM
 
 
@@ -33,12 +33,7 @@ class ChemBERTa(nn.Module):
             folder = resolve_pretrained(pretrained)
             self.encoder = RobertaModel.from_pretrained(str(folder), add_pooling_layer=False)
             config = self.encoder.config
-            if vocab_size > config.vocab_size:
-                raise ValueError(
-                    f"the tokenizer has {vocab_size} tokens, more than the {config.vocab_size} "
-                    f"embeddings of model.pretrained={pretrained}: pair it with its own "
-                    "tokenizer (model.tokenizer)"
-                )
+            check_vocabulary(vocab_size, config.vocab_size, pretrained)
         else:
             config = roberta_config(vocab_size, pad_id, **sizes)
             self.encoder = RobertaModel(config, add_pooling_layer=False)

@@ -16,7 +16,7 @@ from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertMode
 from transformers.models.modernbert.modeling_modernbert import ModernBertPredictionHead
 
 from oodmol.data.batches import TokenBatch
-from oodmol.pretrained import resolve_pretrained
+from oodmol.pretrained import check_vocabulary, resolve_pretrained
 from oodmol.pretraining.objective import HFMaskedLM
 
 
@@ -42,11 +42,7 @@ class ModernBERT(nn.Module):
             folder = resolve_pretrained(pretrained)
             self.encoder = ModernBertModel.from_pretrained(str(folder))
             config = self.encoder.config
-            if vocab_size > config.vocab_size:
-                raise ValueError(
-                    f"the tokenizer has {vocab_size} tokens, more than the {config.vocab_size} "
-                    f"embeddings of model.pretrained={pretrained}"
-                )
+            check_vocabulary(vocab_size, config.vocab_size, pretrained)
         else:
             config = modernbert_config(vocab_size, pad_id, cls_id, sep_id, **sizes)
             self.encoder = ModernBertModel(config)
