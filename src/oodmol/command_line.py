@@ -27,15 +27,20 @@ class ToolParser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def entry_point(program: str) -> Callable[[Main], Callable[[Sequence[str] | None], int]]:
+def entry_point(
+    program: str, usage: str | None = None
+) -> Callable[[Main], Callable[[Sequence[str] | None], int]]:
     """`@entry_point("oodmol report")` over `main(argv) -> status` makes the tool's entry:
     argv defaults to the process's arguments, `--debug` is taken out of them, and the
-    work runs through `oodmol.errors.door`."""
+    work runs through `oodmol.errors.door`. A tool that parses its arguments without
+    argparse gives its `usage` (its docstring), printed for `-h` or `--help` first."""
 
     def wrap(main: Main) -> Callable[[Sequence[str] | None], int]:
         @functools.wraps(main)
         def entry(argv: Sequence[str] | None = None) -> int:
             args = without_debug_flag(sys.argv[1:] if argv is None else argv)
+            if usage is not None and args[:1] in (["-h"], ["--help"]):
+                return door(program, lambda: print(usage))
             return door(program, lambda: main(args))
 
         return entry

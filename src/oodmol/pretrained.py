@@ -50,6 +50,16 @@ def resolve_pretrained(name: str | os.PathLike) -> Path:
     )
 
 
+def check_vocabulary(vocab_size: int, embeddings: int, pretrained: str) -> None:
+    """Refuse a tokenizer of more tokens than the pretrained model has embeddings (ids
+    past them would index no embedding)."""
+    if vocab_size > embeddings:
+        raise ValueError(
+            f"the tokenizer has {vocab_size} tokens, more than the {embeddings} embeddings "
+            f"of model.pretrained={pretrained}: pair it with its own tokenizer (model.tokenizer)"
+        )
+
+
 def _from_hub(repo_id: str) -> Path:
     from huggingface_hub import snapshot_download
 

@@ -25,7 +25,7 @@ from oodmol.ablation.learning_curve import (
 from oodmol.ablation.runs import complete_runs
 from oodmol.ablation.selection import selection_figure, selection_rows, selection_table
 from oodmol.ablation.transfer import data_correlation, transfer_figure, transfer_table
-from oodmol.ablation.transfer_runs import run_study
+from oodmol.ablation.transfer_runs import plan, run_study
 from oodmol.command_line import ToolParser, entry_point
 from oodmol.figures import write_outputs
 
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
     if overrides and args.command != "transfer-run":
         parser.error(f"unrecognized arguments: {' '.join(overrides)}")
     if args.command == "transfer-run":
-        return run_study(
+        study = plan(
             args.runs,
             args.properties.split(","),
             args.task,
@@ -71,6 +71,7 @@ def main(argv: list[str]) -> int:
             args.freeze.split(","),
             overrides,
         )
+        return run_study(*study)
     runs, skipped = complete_runs(args.runs)
     for reason in skipped:
         print(f"skipped {reason}", file=sys.stderr)

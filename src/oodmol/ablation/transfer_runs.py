@@ -101,17 +101,9 @@ def train(job: Job, init_from: Path | None = None) -> int:
     return run_train(overrides)
 
 
-def run_study(
-    runs: Path,
-    properties: Sequence[str],
-    template: str,
-    seeds: Sequence[int],
-    freeze: Sequence[str],
-    extra: Sequence[str] = (),
-) -> int:
-    """Train every job of the study (pretraining before its fine-tuning); 0 when all
-    ran, 1 naming the folders of the ones that failed."""
-    scratch, pairs = plan(runs, properties, template, seeds, freeze, extra)
+def run_study(scratch: Sequence[Job], pairs: Sequence[tuple[Job, Job]]) -> int:
+    """Train every job of the study's `plan` (pretraining before its fine-tuning); 0 when
+    all ran, 1 naming the folders of the ones that failed."""
     failed = [job.folder for job in scratch if train(job)]
     for pretrain, finetune in pairs:
         if train(pretrain):

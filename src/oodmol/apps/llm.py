@@ -42,11 +42,8 @@ BACKENDS = ("hf", "openai")
 MAX_SHOWN = 10  # unparseable answers and failures named in the summary
 
 
-@entry_point("oodmol llm")
+@entry_point("oodmol llm", usage=__doc__)
 def main(argv: list[str]) -> int:
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
     cfg = tool_config("llm", argv, required=("backend", "out"))
     if cfg.backend not in BACKENDS:
         raise UsageError(f"backend={cfg.backend!r}; one of {', '.join(BACKENDS)}")

@@ -47,11 +47,8 @@ SUMMARY = "pretrain_summary.json"
 LAST = "last.ckpt"
 
 
-@entry_point("oodmol pretrain")
+@entry_point("oodmol pretrain", usage=__doc__)
 def main(argv: list[str]) -> int:
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
     cfg = tool_config("pretrain", argv, required=("corpus", "out"))
     if cfg.model.get("pretraining") is None:
         raise UsageError(

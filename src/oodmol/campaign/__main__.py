@@ -22,12 +22,10 @@ from oodmol.campaign.settings import parse_arguments
 from oodmol.command_line import UsageError, entry_point
 
 
-@entry_point("oodmol campaign")
+@entry_point("oodmol campaign", usage=__doc__)
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
         print(__doc__)
-        if argv:
-            return 0
         raise UsageError("oodmol campaign: give task=... model=... acquisition=... (see above)")
     settings, overrides = parse_arguments(argv)
     return Campaign(settings, overrides).run()

@@ -25,12 +25,9 @@ from oodmol.overrides import compose_checked, names_of, unknown_choice_message
 COMMANDS = ("export", "prepare", "card")
 
 
-@entry_point("oodmol data")
+@entry_point("oodmol data", usage=__doc__)
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
-        if argv and argv[0] in ("-h", "--help"):
-            print(__doc__)
-            return 0
         given = f"unknown command {argv[0]!r}; " if argv else ""
         raise UsageError(f"{given}give one of {', '.join(COMMANDS)} (see oodmol data --help)")
     command, overrides = argv[0], argv[1:]

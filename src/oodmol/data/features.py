@@ -53,6 +53,22 @@ class FeatureSet(ABC):
         """Restore what `fit` learnt, instead of fitting again."""
 
 
+class BatchedDataset(Dataset, ABC):
+    """A dataset whose batched access (`__getitems__`, which the DataLoader calls with a
+    batch's indices) builds the whole batch at once, as one typed batch in a list of one
+    (`FeatureSet.collate` takes it out)."""
+
+    @abstractmethod
+    def batch(self, indices: list[int]) -> Batch:
+        """The batch of the molecules at `indices`."""
+
+    def __getitem__(self, i: int) -> Batch:
+        return self.batch([i])
+
+    def __getitems__(self, indices: list[int]) -> list[Batch]:
+        return [self.batch(indices)]
+
+
 class VectorFeatures(FeatureSet):
     """Fixed-length vectors (descriptors, fingerprints) held in memory as one tensor.
 
@@ -108,7 +124,7 @@ class VectorFeatures(FeatureSet):
         return TensorSet(torch.from_numpy(self.matrix(store, mol_ids, name)), y)
 
 
-class TensorSet(Dataset):
+class TensorSet(BatchedDataset):
     """Rows of a feature tensor with their targets and positions."""
 
     def __init__(self, x: torch.Tensor, y: np.ndarray | None) -> None:
@@ -118,14 +134,11 @@ class TensorSet(Dataset):
     def __len__(self) -> int:
         return len(self.x)
 
-    def __getitem__(self, i: int) -> VectorBatch:
-        return self.__getitems__([i])[0]
-
-    def __getitems__(self, indices: list[int]) -> list[VectorBatch]:
-        """Batched access, so a batch is a few tensor gathers and not B item builds."""
+    def batch(self, indices: list[int]) -> VectorBatch:
+        """A few tensor gathers, not B item builds."""
         idx = torch.as_tensor(indices, dtype=torch.int64)
         y = None if self.y is None else self.y[idx]
-        return [VectorBatch(x=self.x[idx], y=y, index=idx)]
+        return VectorBatch(x=self.x[idx], y=y, index=idx)
 
 
 class GraphFeatures(FeatureSet):
@@ -167,7 +180,7 @@ class GraphFeatures(FeatureSet):
         return GraphSet(list(store.iter_arrays(mol_ids)), y, GraphBatch)
 
 
-class GraphSet(Dataset):
+class GraphSet(BatchedDataset):
     """The graphs of one set, concatenated into flat tensors with per-molecule offsets
     (`atom_ptr`, `edge_ptr`), so a batch is a few vectorised gathers instead of a Python
     loop over molecules (PyG's `Batch.from_data_list` takes 2.5-3 times as long for
@@ -212,10 +225,7 @@ class GraphSet(Dataset):
         """Atoms per molecule, what size-grouped batches sort by."""
         return np.diff(self.atom_ptr.numpy())
 
-    def __getitem__(self, i: int) -> GraphBatch | PointCloudBatch:
-        return self.__getitems__([i])[0]
-
-    def __getitems__(self, indices: list[int]) -> list[GraphBatch | PointCloudBatch]:
+    def batch(self, indices: list[int]) -> GraphBatch | PointCloudBatch:
         idx = torch.as_tensor(indices, dtype=torch.int64)
         atom_start, n_atoms = self.atom_ptr[idx], self.atom_ptr[idx + 1] - self.atom_ptr[idx]
         n_atom_total = int(n_atoms.sum())
@@ -238,7 +248,7 @@ class GraphSet(Dataset):
             )
             fields.update({field: values[edges] for field, values in self.edges.items()})
         y = None if self.y is None else self.y[idx]
-        return [self.batch_type(**fields, molecule=segment, y=y, index=idx)]
+        return self.batch_type(**fields, molecule=segment, y=y, index=idx)
 
 
 class PointCloudFeatures(FeatureSet):

@@ -35,7 +35,7 @@ import secrets
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from datetime import datetime, timezone
 from functools import partial
@@ -115,7 +115,11 @@ class FeatureStore:
                 if problem is not None:
                     log.warning("feature cache %s %s; rebuilding it", path, problem)
                 _remove_leftovers(path)
-                meta = _build(path, key, identity, featurizer, table, n_jobs, progress)
+
+                def write(tmp: Path) -> dict:
+                    return _write(tmp, key, identity, featurizer, table, n_jobs, progress)
+
+                meta = _build(path, write)
         return cls(path, meta)
 
     def __len__(self) -> int:
@@ -310,24 +314,17 @@ def _remove_leftovers(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def _build(
-    path: Path,
-    key: str,
-    identity: dict,
-    featurizer: Featurizer,
-    table: MoleculeTable,
-    n_jobs: int | None,
-    progress: bool,
-) -> dict:
-    """Featurise `table` into the cache `path`, or leave nothing: a build that fails or
-    is stopped by SIGTERM or SIGINT (`Interrupted`, which ends its worker processes on
-    the way) removes its temporary file, and the cache file and its seal once the file
-    had begun to take their place."""
+def _build(path: Path, write: Callable[[Path], dict]) -> dict:
+    """The cache `path` as `write(tmp)` writes it (under a temporary name; it returns the
+    meta record), moved into place and sealed, or nothing: a build that fails or is
+    stopped by SIGTERM or SIGINT (`Interrupted`, which ends its worker processes on the
+    way) removes its temporary file, and the cache file and its seal once the file had
+    begun to take their place."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     replacing = False
     try:
         with interruptible(f"featurising {path}"):
-            meta = _write(tmp, key, identity, featurizer, table, n_jobs, progress)
+            meta = write(tmp)
             seal = {"size": tmp.stat().st_size, "crc32": _file_crc(tmp)}
             replacing = True
             os.replace(tmp, path)

@@ -28,7 +28,7 @@ from tokenizers.processors import TemplateProcessing
 from torch.utils.data import Dataset
 
 from oodmol.data.batches import TokenBatch
-from oodmol.data.features import FeatureSet
+from oodmol.data.features import BatchedDataset, FeatureSet
 from oodmol.data.store import FeatureStore
 from oodmol.io import atomic_write_text
 from oodmol.pretrained import resolve_pretrained
@@ -148,7 +148,7 @@ class TokenFeatures(FeatureSet):
         return TokenSet(ids, y, 0 if pad is None else pad)
 
 
-class TokenSet(Dataset):
+class TokenSet(BatchedDataset):
     """Token ids of molecules; a batch is padded to its longest molecule (`lengths` lets
     the sampler group molecules of similar length into a batch)."""
 
@@ -161,10 +161,7 @@ class TokenSet(Dataset):
     def __len__(self) -> int:
         return len(self.ids)
 
-    def __getitem__(self, i: int) -> TokenBatch:
-        return self.__getitems__([i])[0]
-
-    def __getitems__(self, indices: list[int]) -> list[TokenBatch]:
+    def batch(self, indices: list[int]) -> TokenBatch:
         idx = torch.as_tensor(indices, dtype=torch.int64)
         longest = int(self.lengths[indices].max()) if len(indices) else 0
         input_ids = torch.full((len(indices), longest), self.pad_id, dtype=torch.int64)
@@ -174,7 +171,7 @@ class TokenSet(Dataset):
             input_ids[row, :n] = self.ids[i]
             mask[row, :n] = 1
         y = None if self.y is None else self.y[idx]
-        return [TokenBatch(input_ids=input_ids, attention_mask=mask, y=y, index=idx)]
+        return TokenBatch(input_ids=input_ids, attention_mask=mask, y=y, index=idx)
 
 
 def pretrained_tokenizer(source: str) -> Tokenizer:

@@ -14,6 +14,9 @@ if it is equivariant, vector features v [N, 3, F] (its `embed`); its `output` is
   then an affine map of |μ| on standardised targets (it learns the scale from e·Å to
   the target's unit).
 
+`MessagePassingBackbone` adds what the message-passing ones (PaiNN, the ET, GotenNet)
+share: their width and their neighbour graph's cutoff, cap and self-loops.
+
 The dipole is the physical readout (PaiNN, Schütt, Unke & Gastegger, ICML 2021, eq. 13):
 μ = Σ_i q_i r_i + Σ_i μ_i from per-atom partial charges q_i and, with vector features,
 atomic dipoles μ_i. The charges are made neutral per molecule (each molecule's mean
@@ -31,6 +34,7 @@ from torch import nn
 from torch_geometric.utils import scatter
 
 from oodmol.data.batches import PointCloudBatch
+from oodmol.models.blocks.distance import Distance
 from oodmol.models.blocks.equivariant import GatedEquivariantBlock
 
 
@@ -148,3 +152,18 @@ class AtomFeatureBackbone(nn.Module):
     def dipole_vector(self, batch: PointCloudBatch) -> torch.Tensor:
         """The predicted dipole vectors μ [B, 3] (dipole outputs only)."""
         return self.output.vector(*self.embed(batch), batch)
+
+
+class MessagePassingBackbone(AtomFeatureBackbone):
+    """An `AtomFeatureBackbone` whose atom features, of width `hidden`, pass messages over
+    the neighbour graph within `cutoff` (`distance`: at most `max_neighbors` nearest per
+    atom, None for all, and with `loop` a self-loop each on top)."""
+
+    def __init__(
+        self, hidden: int, cutoff: float, max_neighbors: int | None, loop: bool = False
+    ) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.cutoff = cutoff
+        self.max_neighbors = max_neighbors
+        self.distance = Distance(cutoff, max_neighbors, loop)

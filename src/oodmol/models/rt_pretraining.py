@@ -117,13 +117,8 @@ class RTPermutationLM(RTLanguageModel):
     def __init__(self, *args, pooling: str | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        perm_mask: torch.Tensor,
-        target_mapping: torch.Tensor,
-        labels: torch.Tensor,
-    ) -> torch.Tensor:
-        logits = super().forward(input_ids, attention_mask, perm_mask, target_mapping)
+    def forward(self, labels: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
+        """`inputs`: `RTLanguageModel.forward`'s; `labels` [B, targets] (`IGNORE` where
+        a molecule has fewer targets)."""
+        logits = super().forward(**inputs)
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)

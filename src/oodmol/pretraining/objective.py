@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
+
+from oodmol.pretrained import resolve_pretrained
 
 
 class PretrainingObjective(Protocol):
@@ -21,12 +23,25 @@ class PretrainingObjective(Protocol):
 
 
 class HFMaskedLM(nn.Module):
-    """A `transformers` `*ForMaskedLM` model as an objective: the mean cross-entropy of
-    the masked tokens (labels -100 elsewhere)."""
+    """A `transformers` `*ForMaskedLM` model (`model_class`) as an objective: the mean
+    cross-entropy of the masked tokens (labels -100 elsewhere).
 
-    def __init__(self, model: PreTrainedModel) -> None:
+    `pretrained`: a folder or hub id (`oodmol.pretrained`) whose configuration and weights
+    are loaded; None builds a randomly initialised model of `new_config(**settings)`
+    (`settings`: the backbone's, with the tokenizer's facts)."""
+
+    model_class: ClassVar[type[PreTrainedModel]]
+
+    def __init__(self, pretrained: str | None = None, **settings: int | float | None) -> None:
         super().__init__()
-        self.model = model
+        if pretrained is not None:
+            self.model = self.model_class.from_pretrained(str(resolve_pretrained(pretrained)))
+        else:
+            self.model = self.model_class(self.new_config(**settings))
+
+    def new_config(self, **settings: int | float | None) -> PretrainedConfig:
+        """The configuration of a new model with these settings."""
+        raise NotImplementedError
 
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor

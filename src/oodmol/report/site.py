@@ -195,6 +195,17 @@ def _predictions_figures(
     return body
 
 
+def _similarity_figure(
+    report: Report, similarity: pd.DataFrame, name: str, title: str, caption: str
+) -> list[str]:
+    """The models' similarity matrix as a heatmap in cluster order, where there are two
+    models or more to compare."""
+    if len(similarity) < 2:
+        return []
+    heatmap = similarity_heatmap(similarity, cluster_order(similarity), title)
+    return [report.figure(heatmap, name, caption)]
+
+
 def task_page(report: Report, benchmark: str) -> str:
     comparison = report.comparison[report.comparison["benchmark"] == benchmark]
     summary = report.summary[report.summary["benchmark"] == benchmark]
@@ -206,28 +217,15 @@ def task_page(report: Report, benchmark: str) -> str:
             id_ood_bars(summary), f"bars_{name}", f"ID and OOD score of each model on {benchmark}"
         ),
     ]
-    body += _predictions_figures(
+    predictions = report.predictions[report.predictions["benchmark"] == benchmark]
+    body += _predictions_figures(report, predictions, "model", name, benchmark)
+    body += _similarity_figure(
         report,
-        report.predictions[report.predictions["benchmark"] == benchmark],
-        "model",
-        name,
-        benchmark,
+        prediction_similarity(predictions),
+        f"similarity_{name}",
+        f"Spearman ρ of OOD predictions, {benchmark}",
+        f"Model-model similarity of OOD predictions on {benchmark}",
     )
-    similarity = prediction_similarity(
-        report.predictions[report.predictions["benchmark"] == benchmark]
-    )
-    if len(similarity) >= 2:
-        body.append(
-            report.figure(
-                similarity_heatmap(
-                    similarity,
-                    cluster_order(similarity),
-                    f"Spearman ρ of OOD predictions, {benchmark}",
-                ),
-                f"similarity_{name}",
-                f"Model-model similarity of OOD predictions on {benchmark}",
-            )
-        )
     trace = report.trace.loc[[benchmark]]
     body += [
         f"<h2>Runs</h2>{html.table(web_tables.provenance_table(trace, report.href))}",
@@ -315,19 +313,13 @@ def statistics_page(report: Report) -> str:
     if fit is not None:
         body.append(f'<p class="note">GP kernel after fitting: {escape(str(fit.kernel))}</p>')
     matrices = [prediction_similarity(part) for _, part in report.predictions.groupby("benchmark")]
-    similarity = mean_similarity([m for m in matrices if len(m) >= 2])
-    if len(similarity) >= 2:
-        body.append(
-            report.figure(
-                similarity_heatmap(
-                    similarity,
-                    cluster_order(similarity),
-                    "Spearman ρ of OOD predictions, mean over tasks",
-                ),
-                "similarity_all",
-                "Model-model similarity of OOD predictions, clustered",
-            )
-        )
+    body += _similarity_figure(
+        report,
+        mean_similarity([m for m in matrices if len(m) >= 2]),
+        "similarity_all",
+        "Spearman ρ of OOD predictions, mean over tasks",
+        "Model-model similarity of OOD predictions, clustered",
+    )
     body += [
         "<h2>Per task</h2><p>"
         + " · ".join(report.href("benchmark", b) for b in report.task_pages)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -40,28 +40,46 @@ def _nearest(target: float) -> Callable[[pd.Series], float]:
 
 
 def _rows() -> tuple[UQRow, ...]:
-    raw = "uq.{set}.total."
-    z = "uq_recalibrated.zscaling.{set}."
-    conformal = "uq_recalibrated.conformal.{set}."
-    return (
-        UQRow("NLL", raw + "nll", _lowest),
-        UQRow("Spearman ρ(error, σ)", raw + "spearman", _highest),
-        UQRow("miscalibration area", raw + "miscalibration_area", _lowest),
-        UQRow("MCE", raw + "mce", _lowest),
-        UQRow("ENCE", raw + "ence", _lowest),
-        UQRow("coverage 68 %", raw + "coverage_68", _nearest(0.68)),
-        UQRow("coverage 95 %", raw + "coverage_95", _nearest(0.95)),
-        UQRow("AUCO", raw + "auco", _lowest),
-        UQRow("error drop", raw + "error_drop", _highest),
-        UQRow("decrease ratio", raw + "decrease_ratio", _highest),
-        UQRow("Cv", raw + "cv", None),
-        UQRow("z-scaled NLL", z + "nll", _lowest),
-        UQRow("z-scaled miscalibration area", z + "miscalibration_area", _lowest),
-        UQRow("z-scaled ENCE", z + "ence", _lowest),
-        UQRow("z-scaled coverage 95 %", z + "coverage_95", _nearest(0.95)),
-        UQRow("conformal miscalibration area", conformal + "miscalibration_area", _lowest),
-        UQRow("conformal coverage 95 %", conformal + "coverage_95", _nearest(0.95)),
+    """The rows of the total σ, then those of its z-scaled and conformal recalibrations."""
+    metrics = (  # column: the metric's name in each method's part of the run record
+        UQRow("NLL", "nll", _lowest),
+        UQRow("Spearman ρ(error, σ)", "spearman", _highest),
+        UQRow("miscalibration area", "miscalibration_area", _lowest),
+        UQRow("MCE", "mce", _lowest),
+        UQRow("ENCE", "ence", _lowest),
+        UQRow("coverage 68 %", "coverage_68", _nearest(0.68)),
+        UQRow("coverage 95 %", "coverage_95", _nearest(0.95)),
+        UQRow("AUCO", "auco", _lowest),
+        UQRow("error drop", "error_drop", _highest),
+        UQRow("decrease ratio", "decrease_ratio", _highest),
+        UQRow("Cv", "cv", None),
     )
+    total = [replace(row, column="uq.{set}.total." + row.column) for row in metrics]
+    z_scaled = _recalibrated(
+        metrics,
+        "z-scaled",
+        "uq_recalibrated.zscaling.{set}.",
+        ("nll", "miscalibration_area", "ence", "coverage_95"),
+    )
+    conformal = _recalibrated(
+        metrics,
+        "conformal",
+        "uq_recalibrated.conformal.{set}.",
+        ("miscalibration_area", "coverage_95"),
+    )
+    return (*total, *z_scaled, *conformal)
+
+
+def _recalibrated(
+    metrics: tuple[UQRow, ...], label: str, column: str, names: tuple[str, ...]
+) -> list[UQRow]:
+    """The rows of the metrics `names` after a recalibration: each as `metrics` has it,
+    its label after the recalibration's `label`, its run column after `column`."""
+    return [
+        replace(row, label=f"{label} {row.label}", column=column + row.column)
+        for row in metrics
+        if row.column in names
+    ]
 
 
 UQ_ROWS = _rows()

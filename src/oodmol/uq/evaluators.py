@@ -29,6 +29,26 @@ class Evaluator(ABC):
     def evaluate(self, scored: ScoredSet) -> dict[str, float | str]: ...
 
 
+class CalibrationSummary(Evaluator):
+    """Entries (`keys`) of the calibration curve's summaries (`ScoredSet.calibration`),
+    which intervals without a predictive distribution have too."""
+
+    needs_distribution = False
+    keys: ClassVar[tuple[str, ...]]
+
+    def evaluate(self, scored: ScoredSet) -> dict[str, float | str]:
+        return {key: scored.calibration[key] for key in self.keys}
+
+
+class RankingSummary(Evaluator):
+    """Entries (`keys`) of the confidence curve's summaries (`ScoredSet.ranking`)."""
+
+    keys: ClassVar[tuple[str, ...]]
+
+    def evaluate(self, scored: ScoredSet) -> dict[str, float | str]:
+        return {key: scored.ranking[key] for key in self.keys}
+
+
 EVALUATORS: Registry[Evaluator] = Registry("uncertainty evaluator")
 
 
@@ -50,43 +70,31 @@ class Spearman(Evaluator):
 
 
 @EVALUATORS.register("miscalibration_area")
-class MiscalibrationArea(Evaluator):
+class MiscalibrationArea(CalibrationSummary):
     """Area between the calibration curve and the diagonal (AUCE)."""
 
-    needs_distribution = False
-
-    def evaluate(self, scored: ScoredSet) -> dict[str, float | str]:
-        return {"miscalibration_area": scored.calibration["miscalibration_area"]}
+    keys = ("miscalibration_area",)
 
 
 @EVALUATORS.register("mce")
-class MaximumCalibrationError(Evaluator):
+class MaximumCalibrationError(CalibrationSummary):
     """Largest gap between observed and expected coverage over the levels."""
 
-    needs_distribution = False
-
-    def evaluate(self, scored: ScoredSet) -> dict[str, float | str]:
-        return {"mce": scored.calibration["mce"]}
+    keys = ("mce",)
 
 
 @EVALUATORS.register("overconfidence")
-class Overconfidence(Evaluator):
+class Overconfidence(CalibrationSummary):
     """Signed area between diagonal and calibration curve: > 0 for too narrow intervals."""
 
-    needs_distribution = False
-
-    def evaluate(self, scored: ScoredSet) -> dict[str, float | str]:
-        return {"overconfidence": scored.calibration["overconfidence"]}
+    keys = ("overconfidence",)
 
 
 @EVALUATORS.register("coverage")
-class Coverage(Evaluator):
+class Coverage(CalibrationSummary):
     """Observed coverage of the central 68 % and 95 % intervals."""
 
-    needs_distribution = False
-
-    def evaluate(self, scored: ScoredSet) -> dict[str, float | str]:
-        return {key: scored.calibration[key] for key in ("coverage_68", "coverage_95")}
+    keys = ("coverage_68", "coverage_95")
 
 
 @EVALUATORS.register("ence")
@@ -98,27 +106,24 @@ class ENCE(Evaluator):
 
 
 @EVALUATORS.register("auco")
-class AUCO(Evaluator):
+class AUCO(RankingSummary):
     """Area between the confidence curve and the oracle curve."""
 
-    def evaluate(self, scored: ScoredSet) -> dict[str, float | str]:
-        return {"auco": scored.ranking["auco"]}
+    keys = ("auco",)
 
 
 @EVALUATORS.register("error_drop")
-class ErrorDrop(Evaluator):
+class ErrorDrop(RankingSummary):
     """Error on all molecules over the error on the 1 % most confident."""
 
-    def evaluate(self, scored: ScoredSet) -> dict[str, float | str]:
-        return {"error_drop": scored.ranking["error_drop"]}
+    keys = ("error_drop",)
 
 
 @EVALUATORS.register("decrease_ratio")
-class DecreaseRatio(Evaluator):
+class DecreaseRatio(RankingSummary):
     """Share of steps where dropping the most uncertain molecule does not raise the error."""
 
-    def evaluate(self, scored: ScoredSet) -> dict[str, float | str]:
-        return {"decrease_ratio": scored.ranking["decrease_ratio"]}
+    keys = ("decrease_ratio",)
 
 
 @EVALUATORS.register("cv")

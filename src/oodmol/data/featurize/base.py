@@ -9,7 +9,15 @@ from typing import ClassVar
 import numpy as np
 from rdkit import Chem
 
-from oodmol.data.limits import atom_count, length_problem, size_problem
+from oodmol.data.limits import (
+    MAX_ATOMS,
+    MAX_SMILES_LENGTH,
+    TIME_LIMIT,
+    atom_count,
+    length_problem,
+    seconds,
+    size_problem,
+)
 from oodmol.data.table import MoleculeTable
 
 
@@ -56,20 +64,55 @@ class Featurizer(ABC):
         """Features of one molecule."""
 
 
-def parse_within(
-    smiles: str, max_smiles_length: int, max_atoms: int, hydrogens: bool = False
-) -> Chem.Mol | None:
-    """RDKit's molecule of `smiles`, or None where RDKit cannot parse it; a SMILES over
-    `max_smiles_length` (checked before RDKit reads it) or a molecule of more than
-    `max_atoms` atoms (heavy atoms, or with their hydrogens) raises `FeaturizationError`,
-    before any expensive work."""
-    problem = length_problem(smiles, max_smiles_length)
-    rd_mol = None if problem else Chem.MolFromSmiles(smiles)
-    if rd_mol is not None:
-        problem = size_problem(atom_count(rd_mol, hydrogens), max_atoms, hydrogens)
-    if problem:
-        raise FeaturizationError(problem)
-    return rd_mol
+class LimitedFeaturizer(Featurizer):
+    """A featuriser with limits on each molecule (`oodmol.data.limits`): a SMILES over
+    `max_smiles_length` characters or a molecule of more than `max_atoms` atoms (heavy
+    atoms, or with their hydrogens where the featuriser's work adds them) is refused
+    before any expensive work (`parse`, `check_size`), and one that takes over
+    `time_limit` seconds (None: no limit) by the feature cache's build. The cache records
+    every refused molecule with the reason; the limits decide which molecules it holds,
+    so they are part of `params()` (`limit_params`).
+
+    A subclass whose work grows faster than its neighbours' with size states its own
+    defaults; the others take these."""
+
+    def __init__(
+        self,
+        max_smiles_length: int = MAX_SMILES_LENGTH,
+        max_atoms: int = MAX_ATOMS,
+        time_limit: float | None = TIME_LIMIT,
+    ) -> None:
+        self.max_smiles_length = max_smiles_length
+        self.max_atoms = max_atoms
+        self.time_limit = seconds(time_limit)
+
+    def limit_params(self) -> dict:
+        """The limits, as `params()` records them (they key the feature cache)."""
+        return {
+            "max_smiles_length": self.max_smiles_length,
+            "max_atoms": self.max_atoms,
+            "time_limit": self.time_limit,
+        }
+
+    def parse(self, smiles: str, hydrogens: bool = False) -> Chem.Mol | None:
+        """RDKit's molecule of `smiles`, or None where RDKit cannot parse it; a SMILES
+        over `max_smiles_length` (checked before RDKit reads it) or a molecule of more
+        than `max_atoms` atoms (heavy atoms, or with their `hydrogens`) raises
+        `FeaturizationError`."""
+        problem = length_problem(smiles, self.max_smiles_length)
+        if problem:
+            raise FeaturizationError(problem)
+        rd_mol = Chem.MolFromSmiles(smiles)
+        if rd_mol is not None:
+            self.check_size(atom_count(rd_mol, hydrogens), hydrogens)
+        return rd_mol
+
+    def check_size(self, n_atoms: int, hydrogens: bool = False) -> None:
+        """Raise `FeaturizationError` for a molecule of more than `max_atoms` atoms
+        (`n_atoms` heavy atoms, or all atoms with `hydrogens`)."""
+        problem = size_problem(n_atoms, self.max_atoms, hydrogens)
+        if problem:
+            raise FeaturizationError(problem)
 
 
 def inputs_of(table: MoleculeTable, rows: np.ndarray) -> list[MolInput]:

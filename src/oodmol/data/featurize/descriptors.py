@@ -9,8 +9,7 @@ import rdkit
 from rdkit import Chem
 from rdkit.Chem import Descriptors
 
-from oodmol.data.featurize.base import Featurizer, MolInput, parse_within
-from oodmol.data.limits import MAX_SMILES_LENGTH, TIME_LIMIT, seconds
+from oodmol.data.featurize.base import LimitedFeaturizer, MolInput
 
 # Looked up by name in each process: several RDKit descriptor functions are closures
 # that do not pickle, so featurisers carry names only.
@@ -20,7 +19,7 @@ _FUNCTIONS = dict(Descriptors._descList)
 MAX_ATOMS = 300
 
 
-class RDKitDescriptors(Featurizer):
+class RDKitDescriptors(LimitedFeaturizer):
     """All of `rdkit.Chem.Descriptors._descList`, in that order, as one float64 vector `x`.
 
     float64 because some descriptors (`Ipc` before its log, some BCUT/Chi sums on large
@@ -29,24 +28,15 @@ class RDKitDescriptors(Featurizer):
     imputation from training statistics (`TrainImputer`) happens later, per split.
     A SMILES that RDKit cannot parse gives an all-NaN vector.
 
-    A SMILES over `max_smiles_length` characters or a molecule of more than `max_atoms`
-    heavy atoms is refused before any descriptor is computed, and one that takes over
-    `time_limit` seconds (None: no limit) is refused by the feature cache's build
-    (`oodmol.data.limits`); the cache records every refused molecule with the reason.
+    `limits`: `max_smiles_length` and `time_limit`, with `LimitedFeaturizer`'s defaults;
+    `max_atoms` counts heavy atoms, and is lower here (`MAX_ATOMS`).
     """
 
     name = "descriptors"
 
-    def __init__(
-        self,
-        max_smiles_length: int = MAX_SMILES_LENGTH,
-        max_atoms: int = MAX_ATOMS,
-        time_limit: float | None = TIME_LIMIT,
-    ) -> None:
+    def __init__(self, max_atoms: int = MAX_ATOMS, **limits: float | None) -> None:
+        super().__init__(max_atoms=max_atoms, **limits)
         self.names: tuple[str, ...] = tuple(_FUNCTIONS)
-        self.max_smiles_length = max_smiles_length
-        self.max_atoms = max_atoms
-        self.time_limit = seconds(time_limit)
 
     def params(self) -> dict:
         return {
@@ -54,15 +44,12 @@ class RDKitDescriptors(Featurizer):
             "rdkit": rdkit.__version__,
             "ipc": "log1p",
             "names": list(self.names),
-            # they decide which molecules the cache holds
-            "max_smiles_length": self.max_smiles_length,
-            "max_atoms": self.max_atoms,
-            "time_limit": self.time_limit,
+            **self.limit_params(),
         }
 
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         x = np.full(len(self.names), np.nan)
-        rd_mol = parse_within(mol.smiles, self.max_smiles_length, self.max_atoms)
+        rd_mol = self.parse(mol.smiles)
         if rd_mol is not None:
             for i, name in enumerate(self.names):
                 x[i] = _descriptor(name, rd_mol)

@@ -8,34 +8,24 @@ import numpy as np
 import rdkit
 from rdkit.Chem import rdFingerprintGenerator
 
-from oodmol.data.featurize.base import Featurizer, MolInput, parse_within
-from oodmol.data.limits import MAX_ATOMS, MAX_SMILES_LENGTH, TIME_LIMIT, seconds
+from oodmol.data.featurize.base import LimitedFeaturizer, MolInput
 
 
-class MorganFingerprint(Featurizer):
+class MorganFingerprint(LimitedFeaturizer):
     """Folded Morgan fingerprint `x`: bits as uint8, or counts as float32 (`counts=True`).
 
-    A SMILES over `max_smiles_length` characters or a molecule of more than `max_atoms`
-    heavy atoms is refused before RDKit's work, one that takes over `time_limit` seconds
-    (None: no limit) by the feature cache's build (`oodmol.data.limits`)."""
+    `limits`: `max_smiles_length`, `max_atoms` (heavy atoms) and `time_limit`, with
+    `LimitedFeaturizer`'s defaults."""
 
     name = "morgan"
 
     def __init__(
-        self,
-        radius: int = 2,
-        n_bits: int = 2048,
-        counts: bool = False,
-        max_smiles_length: int = MAX_SMILES_LENGTH,
-        max_atoms: int = MAX_ATOMS,
-        time_limit: float | None = TIME_LIMIT,
+        self, radius: int = 2, n_bits: int = 2048, counts: bool = False, **limits: float | None
     ) -> None:
+        super().__init__(**limits)
         self.radius = radius
         self.n_bits = n_bits
         self.counts = counts
-        self.max_smiles_length = max_smiles_length
-        self.max_atoms = max_atoms
-        self.time_limit = seconds(time_limit)
 
     def params(self) -> dict:
         return {
@@ -44,14 +34,11 @@ class MorganFingerprint(Featurizer):
             "radius": self.radius,
             "n_bits": self.n_bits,
             "counts": self.counts,
-            # they decide which molecules the cache holds
-            "max_smiles_length": self.max_smiles_length,
-            "max_atoms": self.max_atoms,
-            "time_limit": self.time_limit,
+            **self.limit_params(),
         }
 
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
-        rd_mol = parse_within(mol.smiles, self.max_smiles_length, self.max_atoms)
+        rd_mol = self.parse(mol.smiles)
         if rd_mol is None:
             raise ValueError(f"RDKit cannot parse {mol.smiles!r}")
         generator = _generator(self.radius, self.n_bits)

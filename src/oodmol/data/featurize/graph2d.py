@@ -7,8 +7,7 @@ import rdkit
 from rdkit import Chem
 from rdkit.Chem.rdchem import BondType, HybridizationType
 
-from oodmol.data.featurize.base import Featurizer, MolInput, parse_within
-from oodmol.data.limits import MAX_ATOMS, MAX_SMILES_LENGTH, TIME_LIMIT, seconds
+from oodmol.data.featurize.base import LimitedFeaturizer, MolInput
 
 # Chemprop v2's `MultiHotAtomFeaturizer.v2()`: one-hot blocks, each with a trailing
 # "other" bit, then aromaticity and mass / 100.
@@ -82,7 +81,7 @@ def bond_features(bond: Chem.Bond) -> np.ndarray:
     return x
 
 
-class Graph2D(Featurizer):
+class Graph2D(LimitedFeaturizer):
     """A molecule's bond graph: `x` float32 [n_atoms, 72], `edge_attr` float32
     [2·n_bonds, 14] and `edge_index` int64 [2, 2·n_bonds] (row 0 source, row 1 target).
 
@@ -93,24 +92,15 @@ class Graph2D(Featurizer):
     `MultiHotBondFeaturizer()`), atoms in RDKit's order for the canonical SMILES.
     `add_hs` makes hydrogens explicit atoms, as BOOM's topological GNN had them.
 
-    A SMILES over `max_smiles_length` characters or a molecule of more than `max_atoms`
-    heavy atoms is refused before the graph is built, one that takes over `time_limit`
-    seconds (None: no limit) by the feature cache's build (`oodmol.data.limits`).
+    `limits`: `max_smiles_length`, `max_atoms` (heavy atoms) and `time_limit`, with
+    `LimitedFeaturizer`'s defaults.
     """
 
     name = "graph2d"
 
-    def __init__(
-        self,
-        add_hs: bool = False,
-        max_smiles_length: int = MAX_SMILES_LENGTH,
-        max_atoms: int = MAX_ATOMS,
-        time_limit: float | None = TIME_LIMIT,
-    ) -> None:
+    def __init__(self, add_hs: bool = False, **limits: float | None) -> None:
+        super().__init__(**limits)
         self.add_hs = add_hs
-        self.max_smiles_length = max_smiles_length
-        self.max_atoms = max_atoms
-        self.time_limit = seconds(time_limit)
 
     def params(self) -> dict:
         return {
@@ -119,14 +109,11 @@ class Graph2D(Featurizer):
             "atoms": "chemprop_v2",
             "bonds": "chemprop_v2",
             "add_hs": self.add_hs,
-            # they decide which molecules the cache holds
-            "max_smiles_length": self.max_smiles_length,
-            "max_atoms": self.max_atoms,
-            "time_limit": self.time_limit,
+            **self.limit_params(),
         }
 
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
-        rd_mol = parse_within(mol.smiles, self.max_smiles_length, self.max_atoms)
+        rd_mol = self.parse(mol.smiles)
         if rd_mol is None:
             raise ValueError(f"RDKit cannot parse {mol.smiles!r}")
         if self.add_hs:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import rdkit
 
-from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, parse_within
+from oodmol.data.featurize.base import LimitedFeaturizer, MolInput
 from oodmol.data.featurize.conformers import ConformerMethod, embed
-from oodmol.data.limits import MAX_SMILES_LENGTH, seconds, size_problem
 
 # Atoms with their hydrogens: ETKDG and MMFF grow faster than linearly with size (a chain
 # of 450 atoms takes 14 s); 2.3x the data sets' largest (216 atoms).
@@ -20,7 +19,7 @@ EMBED_TIMEOUT = 60
 TIME_LIMIT = 180.0
 
 
-class Graph3D(Featurizer):
+class Graph3D(LimitedFeaturizer):
     """A molecule as a point cloud: `z` int64 [n_atoms], `pos` float32 [n_atoms, 3] (Å),
     `fragment` int64 [n_atoms] (each atom's covalent fragment, so that bonds perceived
     from the geometry never join two fragments that the embedding placed on top of each
@@ -32,11 +31,10 @@ class Graph3D(Featurizer):
     Neighbour graphs are built per batch by the models (their cutoffs differ), so the
     cache holds no edges.
 
-    A SMILES over `max_smiles_length` characters or a molecule of more than `max_atoms`
-    atoms with its hydrogens is refused before any embedding (`oodmol.data.limits`).
-    ETKDG gives up on an embedding after `embed_timeout` seconds (RDKit's own limit, 0:
-    none), and the feature cache's build refuses a molecule that takes more than
-    `time_limit` seconds in all (None: no limit) by killing its worker process.
+    Limits (`LimitedFeaturizer`), wider here: `max_atoms` counts atoms with their
+    hydrogens, checked before any embedding, and `time_limit` covers all of a molecule's
+    work; `max_smiles_length` (in `limits`) has the common default. ETKDG gives up on an
+    embedding after `embed_timeout` seconds (RDKit's own limit, 0: none).
     """
 
     name = "graph3d"
@@ -46,16 +44,14 @@ class Graph3D(Featurizer):
         seed: int = 0,
         max_iterations: int = 0,
         embed_timeout: int = EMBED_TIMEOUT,
-        max_smiles_length: int = MAX_SMILES_LENGTH,
         max_atoms: int = MAX_ATOMS,
         time_limit: float | None = TIME_LIMIT,
+        **limits: int,
     ) -> None:
+        super().__init__(max_atoms=max_atoms, time_limit=time_limit, **limits)
         self.seed = seed
         self.max_iterations = max_iterations
         self.embed_timeout = embed_timeout
-        self.max_smiles_length = max_smiles_length
-        self.max_atoms = max_atoms
-        self.time_limit = seconds(time_limit)
 
     def params(self) -> dict:
         return {
@@ -64,25 +60,21 @@ class Graph3D(Featurizer):
             "conformers": "etkdgv3-random-coords/mmff94-uff",
             "seed": self.seed,
             "max_iterations": self.max_iterations,
-            # they decide which molecules the cache holds, and how
+            # with the limits, they decide which molecules the cache holds, and how
             "embed_timeout": self.embed_timeout,
-            "max_smiles_length": self.max_smiles_length,
-            "max_atoms": self.max_atoms,
-            "time_limit": self.time_limit,
+            **self.limit_params(),
         }
 
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         if mol.coords is not None:
-            problem = size_problem(len(mol.atomic_numbers), self.max_atoms, hydrogens=True)
-            if problem:
-                raise FeaturizationError(problem)
+            self.check_size(len(mol.atomic_numbers), hydrogens=True)
             return {
                 "z": np.asarray(mol.atomic_numbers, dtype=np.int64),
                 "pos": np.asarray(mol.coords, dtype=np.float32),
                 "fragment": np.zeros(len(mol.atomic_numbers), dtype=np.int64),
                 "conformer": np.array([ConformerMethod.GIVEN, 1], dtype=np.int8),
             }
-        parse_within(mol.smiles, self.max_smiles_length, self.max_atoms, hydrogens=True)
+        self.parse(mol.smiles, hydrogens=True)
         conformer = embed(mol.smiles, self.seed, self.max_iterations, self.embed_timeout)
         return {
             "z": conformer.atomic_numbers,

@@ -13,7 +13,7 @@ from torch import nn
 from transformers import RobertaConfig, RobertaForMaskedLM, RobertaModel
 
 from oodmol.data.batches import TokenBatch
-from oodmol.pretrained import resolve_pretrained
+from oodmol.pretrained import check_vocabulary, resolve_pretrained
 from oodmol.pretraining.objective import HFMaskedLM
 
 
@@ -21,36 +21,21 @@ class ChemBERTa(nn.Module):
     """RoBERTa encoder and the dense + tanh half of its sequence-classification head.
 
     `pretrained`: a folder or hub id (`oodmol.pretrained`) whose configuration and
-    weights are loaded; None builds a randomly initialised RoBERTa of the given sizes with
-    the run's vocabulary (`vocab_size`, `pad_id`: facts of the fitted tokenizer)."""
+    weights are loaded; None builds a randomly initialised RoBERTa of the given `sizes`
+    (`roberta_config`'s, the hub checkpoint's by default) with the run's vocabulary
+    (`vocab_size`, `pad_id`: facts of the fitted tokenizer)."""
 
     def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        pretrained: str | None = None,
-        layers: int = 6,
-        heads: int = 12,
-        hidden: int = 768,
-        intermediate: int = 3072,
-        max_positions: int = 515,
-        dropout: float = 0.1,
+        self, vocab_size: int, pad_id: int, pretrained: str | None = None, **sizes: int | float
     ) -> None:
         super().__init__()
         if pretrained is not None:
             folder = resolve_pretrained(pretrained)
             self.encoder = RobertaModel.from_pretrained(str(folder), add_pooling_layer=False)
             config = self.encoder.config
-            if vocab_size > config.vocab_size:
-                raise ValueError(
-                    f"the tokenizer has {vocab_size} tokens, more than the {config.vocab_size} "
-                    f"embeddings of model.pretrained={pretrained}: pair it with its own "
-                    "tokenizer (model.tokenizer)"
-                )
+            check_vocabulary(vocab_size, config.vocab_size, pretrained)
         else:
-            config = roberta_config(
-                vocab_size, pad_id, layers, heads, hidden, intermediate, max_positions, dropout
-            )
+            config = roberta_config(vocab_size, pad_id, **sizes)
             self.encoder = RobertaModel(config, add_pooling_layer=False)
         drop = config.classifier_dropout
         self.dropout = nn.Dropout(config.hidden_dropout_prob if drop is None else drop)
@@ -73,39 +58,24 @@ class ChemBERTaMaskedLM(HFMaskedLM):
     the hub checkpoint's layout, which `model.pretrained` loads (the LM head too, to
     pretrain on); with `pretrained` it goes on from that model and its LM head."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        pretrained: str | None = None,
-        layers: int = 6,
-        heads: int = 12,
-        hidden: int = 768,
-        intermediate: int = 3072,
-        max_positions: int = 515,
-        dropout: float = 0.1,
-    ) -> None:
-        if pretrained is not None:
-            model = RobertaForMaskedLM.from_pretrained(str(resolve_pretrained(pretrained)))
-        else:
-            config = roberta_config(
-                vocab_size, pad_id, layers, heads, hidden, intermediate, max_positions, dropout
-            )
-            model = RobertaForMaskedLM(config)
-        super().__init__(model)
+    model_class = RobertaForMaskedLM
+
+    def new_config(self, **settings: int | float) -> RobertaConfig:
+        return roberta_config(**settings)
 
 
 def roberta_config(
     vocab_size: int,
     pad_id: int,
-    layers: int,
-    heads: int,
-    hidden: int,
-    intermediate: int,
-    max_positions: int,
-    dropout: float,
+    layers: int = 6,
+    heads: int = 12,
+    hidden: int = 768,
+    intermediate: int = 3072,
+    max_positions: int = 515,
+    dropout: float = 0.1,
 ) -> RobertaConfig:
-    """A RoBERTa of these sizes over the run's vocabulary (ChemBERTa's single segment)."""
+    """A RoBERTa of these sizes (ChemBERTa's hub checkpoint's by default) over the run's
+    vocabulary (ChemBERTa's single segment)."""
     return RobertaConfig(
         vocab_size=vocab_size,
         pad_token_id=pad_id,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from oodmol.models.backbones.ignn import BOND_FACTOR, IGNN
+from oodmol.models.backbones.ignn import IGNN
 
 
 def bond_push(pos: torch.Tensor, bonds: torch.Tensor) -> torch.Tensor:
@@ -45,15 +45,10 @@ class EGNN(IGNN):
     moves_atoms = True
 
     def __init__(
-        self,
-        hidden: int = 64,
-        layers: int = 3,
-        sublayers: int = 2,
-        cutoff: float | None = None,
-        bond_factor: float = BOND_FACTOR,
-        n_elements: int = 100,
+        self, hidden: int = 64, layers: int = 3, sublayers: int = 2, **settings: float | None
     ) -> None:
-        super().__init__(hidden, layers, sublayers, cutoff, bond_factor, n_elements)
+        """`settings`: the rest of the IGNN's (`cutoff`, `bond_factor`, `n_elements`)."""
+        super().__init__(hidden, layers, sublayers, **settings)
 
     def move(self, pos: torch.Tensor, bonds: torch.Tensor) -> torch.Tensor:
         return bond_push(pos, bonds)

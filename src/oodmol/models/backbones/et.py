@@ -48,15 +48,14 @@ from torch.nn import functional as F
 from oodmol.data.batches import PointCloudBatch
 from oodmol.models.blocks import (
     CosineCutoff,
-    Distance,
     Edges,
     ExpNormalBasis,
     NeighborEmbedding,
     xavier_init_linears,
 )
 from oodmol.models.output_modules import (
-    AtomFeatureBackbone,
     EquivariantDipoleOutput,
+    MessagePassingBackbone,
     ScalarOutput,
 )
 
@@ -129,7 +128,7 @@ class EquivariantAttention(nn.Module):
         return dx, dvec
 
 
-class EquivariantTransformer(AtomFeatureBackbone):
+class EquivariantTransformer(MessagePassingBackbone):
     """The ET on point clouds (`z`, `pos`, `molecule`); per-atom vectors for the shared
     readout, or |μ| per molecule with `dipole=True` (see the module docstring).
 
@@ -151,11 +150,7 @@ class EquivariantTransformer(AtomFeatureBackbone):
         neighbor_embedding: bool = True,
         dipole: bool = False,
     ) -> None:
-        super().__init__()
-        self.hidden = hidden
-        self.cutoff = cutoff
-        self.max_neighbors = max_neighbors
-        self.distance = Distance(cutoff, max_neighbors, loop=True)
+        super().__init__(hidden, cutoff, max_neighbors, loop=True)
         self.embedding = nn.Embedding(max_z, hidden)
         self.rbf = ExpNormalBasis(num_rbf, cutoff, trainable_rbf)
         self.cutoff_fn = CosineCutoff(cutoff)

@@ -65,12 +65,11 @@ from torch_geometric.utils import softmax
 from oodmol.data.batches import PointCloudBatch
 from oodmol.models.blocks import (
     CosineCutoff,
-    Distance,
     Edges,
     ExpNormalBasis,
     xavier_init_linears,
 )
-from oodmol.models.output_modules import AtomFeatureBackbone, ScalarOutput
+from oodmol.models.output_modules import MessagePassingBackbone, ScalarOutput
 
 
 class Dense(nn.Linear):
@@ -305,7 +304,7 @@ class EQFF(nn.Module):
         return h + m1, X + m2.unsqueeze(1) * X_p
 
 
-class GotenNet(AtomFeatureBackbone):
+class GotenNet(MessagePassingBackbone):
     """GotenNet on point clouds (`z`, `pos`, `molecule`); per-atom vectors for the shared
     readout (see the module docstring).
 
@@ -327,15 +326,11 @@ class GotenNet(AtomFeatureBackbone):
         output_hidden: int = 256,
         max_z: int = 100,
     ) -> None:
-        super().__init__()
         if lmax < 1:
             raise ValueError(f"lmax must be at least 1, not {lmax}")
-        self.hidden = hidden
-        self.cutoff = cutoff
-        self.max_neighbors = max_neighbors
+        super().__init__(hidden, cutoff, max_neighbors, loop=True)
         self.lmax = lmax
         self.envelope = CosineCutoff(cutoff)
-        self.distance = Distance(cutoff, max_neighbors, loop=True)
         self.node_init = NodeInit(hidden, num_rbf, cutoff, max_z)
         self.edge_init = EdgeInit(num_rbf, hidden)
         self.radial_basis = ExpNormalBasis(num_rbf, cutoff)

@@ -51,8 +51,11 @@ def mlp(dims: list[int]) -> nn.Sequential:
 
 
 class PairGraph(NamedTuple):
-    """Where each edge j → i sits in the padded [B, N, N] score tensors."""
+    """Where each atom sits in the padded [B, N] tensors, and each edge j → i in the
+    padded [B, N, N] score tensors."""
 
+    atom_molecule: torch.Tensor  # [N_atoms]: each atom's molecule (sorted)
+    atom_mask: torch.Tensor  # [B, N]: True where a padded position holds an atom
     molecule: torch.Tensor  # [E]: the edge's molecule
     receiver: torch.Tensor  # [E]: i's position in its molecule
     sender: torch.Tensor  # [E]: j's position in its molecule
@@ -61,14 +64,23 @@ class PairGraph(NamedTuple):
 
 
 def pair_graph(edges: torch.Tensor, molecule: torch.Tensor, n_molecules: int) -> PairGraph:
-    """The padded positions of `edges` ([2, E], row 0 the sender j, row 1 the receiver i)
-    of a batch whose atoms are sorted by `molecule`."""
+    """The padded positions of the atoms and of `edges` ([2, E], row 0 the sender j, row
+    1 the receiver i) of a batch whose atoms are sorted by `molecule`."""
     sizes = torch.bincount(molecule, minlength=n_molecules)
     first = torch.cumsum(sizes, 0) - sizes
     local = torch.arange(len(molecule), device=molecule.device) - first[molecule]
     sender, receiver = edges
     n_max = int(sizes.max()) if len(sizes) else 0
-    return PairGraph(molecule[receiver], local[receiver], local[sender], n_molecules, n_max)
+    atom_mask = torch.arange(n_max, device=molecule.device) < sizes.unsqueeze(-1)
+    return PairGraph(
+        molecule,
+        atom_mask,
+        molecule[receiver],
+        local[receiver],
+        local[sender],
+        n_molecules,
+        n_max,
+    )
 
 
 class NodeAttention(nn.Module):
@@ -88,23 +100,14 @@ class NodeAttention(nn.Module):
         self.lin_O = nn.Linear(dim, dim)
         self.edge_bias = mlp([edge_dim, edge_dim, num_heads])
 
-    def heads(self, h: torch.Tensor, molecule: torch.Tensor, graph: PairGraph) -> torch.Tensor:
+    def heads(self, h: torch.Tensor, graph: PairGraph) -> torch.Tensor:
         """Per-atom [N_atoms, d] → padded [B, heads, N, d_k]."""
-        dense, _ = to_dense_batch(h, molecule, 0.0, graph.n_max, graph.n_molecules)
+        dense, _ = to_dense_batch(h, graph.atom_molecule, 0.0, graph.n_max, graph.n_molecules)
         return dense.view(graph.n_molecules, graph.n_max, self.num_heads, -1).transpose(1, 2)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        molecule: torch.Tensor,
-        atom_mask: torch.Tensor,
-        graph: PairGraph,
-        edge_attr: torch.Tensor,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, graph: PairGraph, edge_attr: torch.Tensor) -> torch.Tensor:
         d_k = self.dim // self.num_heads
-        q, k, v = (
-            self.heads(lin(x), molecule, graph) for lin in (self.lin_Q, self.lin_K, self.lin_V)
-        )
+        q, k, v = (self.heads(lin(x), graph) for lin in (self.lin_Q, self.lin_K, self.lin_V))
         scores = q @ k.transpose(-1, -2) / math.sqrt(d_k)  # [B, heads, N (i), N (j)]
         bias = scores.new_zeros(graph.n_molecules, graph.n_max, graph.n_max, self.num_heads)
         in_graph = torch.zeros(bias.shape[:3], dtype=torch.bool, device=x.device)
@@ -117,7 +120,7 @@ class NodeAttention(nn.Module):
         has_neighbours = in_graph.any(-1).unsqueeze(1).unsqueeze(-1).to(scores.dtype)
         alpha = torch.softmax(scores, dim=-1) * has_neighbours
         out = (alpha @ v).transpose(1, 2).reshape(graph.n_molecules, graph.n_max, self.dim)
-        return self.lin_O(out[atom_mask])
+        return self.lin_O(out[graph.atom_mask])
 
 
 class GraphormerConv(nn.Module):
@@ -130,15 +133,8 @@ class GraphormerConv(nn.Module):
         self.norm2 = nn.LayerNorm(dim)
         self.ffn = mlp([dim, ff_dim, dim])
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        molecule: torch.Tensor,
-        atom_mask: torch.Tensor,
-        graph: PairGraph,
-        edge_attr: torch.Tensor,
-    ) -> torch.Tensor:
-        x = self.norm1(x + self.node_attn(x, molecule, atom_mask, graph, edge_attr))
+    def forward(self, x: torch.Tensor, graph: PairGraph, edge_attr: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.node_attn(x, graph, edge_attr))
         return self.norm2(x + self.ffn(x))
 
 
@@ -193,10 +189,9 @@ class Graphormer3D(nn.Module):
         length = torch.linalg.vector_norm(pos[edges[0]] - pos[edges[1]], dim=-1)
         edge_attr = self.embed_edge(length.unsqueeze(-1))
         graph = pair_graph(edges, molecule, n_molecules)
-        _, atom_mask = to_dense_batch(z, molecule, batch_size=n_molecules)
         x = self.embed_node(z)
         for conv in self.convs:
-            x = conv(x, molecule, atom_mask, graph, edge_attr)
+            x = conv(x, graph, edge_attr)
         pooled = x.new_zeros(n_molecules, x.shape[-1]).index_add_(0, molecule, x)
         if not self.extensive:
             counts = torch.bincount(molecule, minlength=n_molecules).clamp(min=1)

@@ -16,7 +16,7 @@ from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertMode
 from transformers.models.modernbert.modeling_modernbert import ModernBertPredictionHead
 
 from oodmol.data.batches import TokenBatch
-from oodmol.pretrained import resolve_pretrained
+from oodmol.pretrained import check_vocabulary, resolve_pretrained
 from oodmol.pretraining.objective import HFMaskedLM
 
 
@@ -24,8 +24,9 @@ class ModernBERT(nn.Module):
     """ModernBERT encoder, masked mean pooling and its prediction head.
 
     `pretrained`: a folder or hub id (`oodmol.pretrained`) whose configuration and
-    weights are loaded; None builds a randomly initialised model of the given sizes with
-    the run's vocabulary and special-token ids (facts of the fitted tokenizer)."""
+    weights are loaded; None builds a randomly initialised model of the given `sizes`
+    (`modernbert_config`'s, BOOM's by default) with the run's vocabulary and special-token
+    ids (facts of the fitted tokenizer)."""
 
     def __init__(
         self,
@@ -34,30 +35,16 @@ class ModernBERT(nn.Module):
         cls_id: int | None = None,
         sep_id: int | None = None,
         pretrained: str | None = None,
-        layers: int = 8,
-        heads: int = 12,
-        hidden: int = 768,
-        intermediate: int = 1152,
-        global_every: int = 3,
-        local_window: int = 128,
-        max_positions: int = 8192,
-        classifier_dropout: float = 0.0,
+        **sizes: int | float,
     ) -> None:
         super().__init__()
         if pretrained is not None:
             folder = resolve_pretrained(pretrained)
             self.encoder = ModernBertModel.from_pretrained(str(folder))
             config = self.encoder.config
-            if vocab_size > config.vocab_size:
-                raise ValueError(
-                    f"the tokenizer has {vocab_size} tokens, more than the {config.vocab_size} "
-                    f"embeddings of model.pretrained={pretrained}"
-                )
+            check_vocabulary(vocab_size, config.vocab_size, pretrained)
         else:
-            config = modernbert_config(
-                vocab_size, pad_id, cls_id, sep_id, layers, heads, hidden, intermediate,
-                global_every, local_window, max_positions, classifier_dropout,
-            )  # fmt: skip
+            config = modernbert_config(vocab_size, pad_id, cls_id, sep_id, **sizes)
             self.encoder = ModernBertModel(config)
         self.head = ModernBertPredictionHead(config)
         self.drop = nn.Dropout(config.classifier_dropout)
@@ -72,53 +59,34 @@ class ModernBERT(nn.Module):
 
 
 class ModernBERTMaskedLM(HFMaskedLM):
-    """`ModernBertForMaskedLM` with the backbone's settings: what `oodmol pretrain
-    model=modernbert` trains (ModernBERT's own pretraining objective). Its saved folder
-    loads with `model.pretrained` (the encoder; the LM head to pretrain on)."""
+    """`ModernBertForMaskedLM` with the backbone's settings (`ModernBERT`'s arguments):
+    what `oodmol pretrain model=modernbert` trains (ModernBERT's own pretraining
+    objective). Its saved folder loads with `model.pretrained` (the encoder; the LM head
+    to pretrain on)."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        cls_id: int | None = None,
-        sep_id: int | None = None,
-        pretrained: str | None = None,
-        layers: int = 8,
-        heads: int = 12,
-        hidden: int = 768,
-        intermediate: int = 1152,
-        global_every: int = 3,
-        local_window: int = 128,
-        max_positions: int = 8192,
-        classifier_dropout: float = 0.0,
-    ) -> None:
-        if pretrained is not None:
-            model = ModernBertForMaskedLM.from_pretrained(str(resolve_pretrained(pretrained)))
-        else:
-            config = modernbert_config(
-                vocab_size, pad_id, cls_id, sep_id, layers, heads, hidden, intermediate,
-                global_every, local_window, max_positions, classifier_dropout,
-            )  # fmt: skip
-            model = ModernBertForMaskedLM(config)
-        super().__init__(model)
+    model_class = ModernBertForMaskedLM
+
+    def new_config(self, **settings: int | float | None) -> ModernBertConfig:
+        return modernbert_config(**settings)
 
 
 def modernbert_config(
     vocab_size: int,
     pad_id: int,
-    cls_id: int | None,
-    sep_id: int | None,
-    layers: int,
-    heads: int,
-    hidden: int,
-    intermediate: int,
-    global_every: int,
-    local_window: int,
-    max_positions: int,
-    classifier_dropout: float,
+    cls_id: int | None = None,
+    sep_id: int | None = None,
+    layers: int = 8,
+    heads: int = 12,
+    hidden: int = 768,
+    intermediate: int = 1152,
+    global_every: int = 3,
+    local_window: int = 128,
+    max_positions: int = 8192,
+    classifier_dropout: float = 0.0,
 ) -> ModernBertConfig:
-    """A ModernBERT of these sizes over the run's vocabulary and special-token ids, with
-    global attention every `global_every` layers (the first included)."""
+    """A ModernBERT of these sizes (BOOM's by default) over the run's vocabulary and
+    special-token ids, with global attention every `global_every` layers (the first
+    included)."""
     return ModernBertConfig(
         vocab_size=vocab_size,
         pad_token_id=pad_id,

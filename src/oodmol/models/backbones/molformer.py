@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from oodmol.data.batches import TokenBatch
-from oodmol.pretrained import resolve_pretrained
+from oodmol.pretrained import check_vocabulary, resolve_pretrained
 
 CONFIG_KEYS = {  # our argument → the hub config.json's key
     "vocab_size": "vocab_size",
@@ -224,11 +224,7 @@ class MoLFormer(nn.Module):
             folder = resolve_pretrained(pretrained)
             config = json.loads((folder / "config.json").read_text())
             sizes = {ours: config[theirs] for ours, theirs in CONFIG_KEYS.items()}
-            if vocab_size > sizes["vocab_size"]:
-                raise ValueError(
-                    f"the tokenizer has {vocab_size} tokens, more than the "
-                    f"{sizes['vocab_size']} embeddings of model.pretrained={pretrained}"
-                )
+            check_vocabulary(vocab_size, sizes["vocab_size"], pretrained)
             vocab_size, pad_id = sizes["vocab_size"], sizes["pad_id"]
             layers, heads, hidden = sizes["layers"], sizes["heads"], sizes["hidden"]
             intermediate, features = sizes["intermediate"], sizes["features"]

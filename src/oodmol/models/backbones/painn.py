@@ -38,13 +38,12 @@ from oodmol.data.batches import PointCloudBatch
 from oodmol.models.blocks import (
     BesselBasis,
     CosineCutoff,
-    Distance,
     vector_norm,
     xavier_init_linears,
 )
 from oodmol.models.output_modules import (
-    AtomFeatureBackbone,
     EquivariantDipoleOutput,
+    MessagePassingBackbone,
     ScalarOutput,
 )
 
@@ -104,7 +103,7 @@ class Update(nn.Module):
         return s + a_sv * (uv * vv).sum(1) + a_ss, v + a_vv.unsqueeze(1) * uv
 
 
-class PaiNN(AtomFeatureBackbone):
+class PaiNN(MessagePassingBackbone):
     """PaiNN on point clouds (`z`, `pos`, `molecule`); per-atom vectors for the shared
     readout, or |μ| per molecule with `dipole=True` (see the module docstring).
 
@@ -123,11 +122,7 @@ class PaiNN(AtomFeatureBackbone):
         max_z: int = 100,
         dipole: bool = False,
     ) -> None:
-        super().__init__()
-        self.hidden = hidden
-        self.cutoff = cutoff
-        self.max_neighbors = max_neighbors
-        self.distance = Distance(cutoff, max_neighbors)
+        super().__init__(hidden, cutoff, max_neighbors)
         self.embedding = nn.Embedding(max_z, hidden)
         self.rbf = BesselBasis(num_rbf, cutoff)
         self.cutoff_fn = CosineCutoff(cutoff)

@@ -22,7 +22,7 @@ from transformers import XLNetConfig, XLNetLMHeadModel, XLNetModel
 
 from oodmol.data.batches import TokenBatch
 from oodmol.data.rt_tokens import FIXED_TOKENS
-from oodmol.pretrained import resolve_pretrained
+from oodmol.pretrained import check_vocabulary, resolve_pretrained
 
 
 def float_encoding(token: str, dim: int, vmax: float = 1.0) -> torch.Tensor:
@@ -67,11 +67,7 @@ class _NumericXLNet(nn.Module):
         super().__init__()
         if pretrained is not None:
             self.xlnet = self.xlnet_class.from_pretrained(str(resolve_pretrained(pretrained)))
-            if vocab_size > self.xlnet.config.vocab_size:
-                raise ValueError(
-                    f"the tokenizer has {vocab_size} tokens, more than the "
-                    f"{self.xlnet.config.vocab_size} embeddings of model.pretrained={pretrained}"
-                )
+            check_vocabulary(vocab_size, self.xlnet.config.vocab_size, pretrained)
         else:
             config = XLNetConfig(
                 vocab_size=vocab_size,

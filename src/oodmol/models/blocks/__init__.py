@@ -9,7 +9,7 @@
 - `init`: Xavier-uniform initialisation of a model's Linear layers.
 
 What the models' outputs share (scalar and dipole readouts) is in
-`oodmol.models.output_modules`.
+`oodmol.models.output_modules`, with the base classes of the backbones that use them.
 """
 
 from oodmol.models.blocks.cutoffs import CosineCutoff, PolynomialCutoff
