@@ -307,7 +307,7 @@ def test_a_stopped_feature_build_ends_with_one_message_and_leaves_nothing(
     text = stderr.read_text()
     assert "Traceback" not in text
     assert re.fullmatch(
-        rf"\[oodmol\] interrupted by {signum.name} while featurising "
+        rf"\[oodmol data\] interrupted by {signum.name} while featurising "
         rf"{re.escape(str(data_dir))}/features/csv-mols-descriptors-\w+\.lmdb: "
         r"nothing was kept; run again to build it",
         text.splitlines()[-1],
