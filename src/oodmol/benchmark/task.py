@@ -181,16 +181,9 @@ class BenchmarkTask:
             raise InputError(
                 f"{folder}: not a task BenchmarkTask.save wrote ({type(error).__name__}: {error})"
             ) from None
-        return cls(
-            name=saved["name"],
-            split=saved["split"],
-            seed=saved["seed"],
-            train=frames["train"],
-            val=frames["val"],
-            test={name: frames[name] for name in TEST_SETS},
-            card=saved["card"],
-            config=config,
-        )
+        described = {key: saved[key] for key in ("name", "split", "seed", "card")}
+        test = {name: frames[name] for name in TEST_SETS}
+        return cls(**described, train=frames["train"], val=frames["val"], test=test, config=config)
 
 
 def _frame(data: TaskData, mol_ids: np.ndarray) -> pd.DataFrame:
