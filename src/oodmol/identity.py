@@ -70,7 +70,14 @@ NEUTRAL_MODEL_SETTINGS = {"init_from": None, "freeze": []}
 # what the eager one does only within rounding, so it is part of the key when on)
 NEUTRAL_MODULE_SETTINGS = {"compile_backbone": False}
 # top-level settings that change nothing at these values (TF32 matmuls do change results)
-NEUTRAL_RUN_SETTINGS = {"matmul_precision": "highest"}
+NEUTRAL_RUN_SETTINGS = {"matmul_precision": "highest", "geometry_filter": None}
+# top-level groups that act only through the settings that interpolate them (the
+# conformers a 3D featuriser reads): resolved into those, then left out, so that a model
+# that does not read them keeps its key whichever is chosen
+SELECTION_KEYS = ("conformers",)
+# featuriser settings that change nothing at these values (no second geometry stage: the
+# ETKDG + MMFF conformers of the runs made before geometries could be chosen)
+NEUTRAL_FEATURIZER_SETTINGS = {"optimizer": None}
 # split settings every split config has that change nothing at these values (the test
 # sets never change; split.val=tail and split.subset change the training set)
 NEUTRAL_SPLIT_SETTINGS = {"val": "random", "subset": None}
@@ -117,6 +124,13 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     for parent, key in excluded:
         parent[key] = PLACEHOLDER
     resolved = OmegaConf.to_container(OmegaConf.create(tree), resolve=True)
+    for key in SELECTION_KEYS:
+        resolved.pop(key, None)
+    featurizer = (resolved.get("model") or {}).get("featurizer")
+    if isinstance(featurizer, dict):
+        for key, value in NEUTRAL_FEATURIZER_SETTINGS.items():
+            if key in featurizer and featurizer[key] == value:
+                del featurizer[key]
     start = (resolved.get("model") or {}).get("init_from")
     if (
         isinstance(start, str) and start != PLACEHOLDER

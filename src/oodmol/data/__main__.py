@@ -7,6 +7,7 @@ card     write a dataset card (counts, units, BOOM-style histogram) to out=<dir>
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from oodmol.data.splits.assignment import ALL_SETS
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
 from oodmol.overrides import compose_checked, names_of, unknown_choice_message
+from oodmol.parallel import limit_threads
 
 COMMANDS = ("export", "prepare", "card")
 
@@ -32,6 +34,10 @@ def main(argv: list[str]) -> int:
         raise UsageError(f"{given}give one of {', '.join(COMMANDS)} (see oodmol data --help)")
     command, overrides = argv[0], argv[1:]
     cfg = compose_checked("data", overrides)
+    if cfg.get("threads") is not None:
+        limit_threads(int(cfg.threads))
+    # the feature caches' builds say what they do (a resumable one: its progress)
+    logging.basicConfig(level=logging.INFO, format="[oodmol] %(message)s")
     featurizers = [str(name) for name in names_of(cfg.featurizers)]
     known = sorted(path.stem for path in (config_dir() / "featurizer").glob("*.yaml"))
     for name in featurizers:
@@ -49,7 +55,7 @@ def main(argv: list[str]) -> int:
         print(f"[oodmol] wrote {out}")
     elif command == "prepare":
         for name in featurizers:
-            featurizer = instantiate(OmegaConf.load(config_dir() / "featurizer" / f"{name}.yaml"))
+            featurizer = featurizer_of(cfg, name)
             store = FeatureStore.build_or_open(
                 featurizer, data.dataset, data_dir / "features", progress=cfg.progress
             )
@@ -58,6 +64,18 @@ def main(argv: list[str]) -> int:
         out = Path(cfg.out or data_dir / "cards" / f"{task.name}-{cfg.split.name}")
         print(f"[oodmol] wrote {write_card(data, split, out)}")
     return 0
+
+
+def featurizer_of(cfg, name: str):
+    """The featuriser of configs/featurizer/<name>.yaml, its interpolations resolved
+    against the command's config (the graph3d features' `conformers=`)."""
+    node = OmegaConf.create(
+        {
+            "conformers": OmegaConf.to_container(cfg.conformers, resolve=True),
+            "featurizer": OmegaConf.load(config_dir() / "featurizer" / f"{name}.yaml"),
+        }
+    )
+    return instantiate(node.featurizer)
 
 
 def export_csv(data: TaskData, sets: dict, out: Path) -> None:

@@ -22,6 +22,17 @@ read-only disk. Builds run under a `filelock.FileLock` on ``<cache>.lmdb.lock``
 and opens it instead of building it again. Files are written under a temporary name in
 the same folder, synced, and moved into place with `os.replace`, so a reader sees either
 no cache or a complete one; like every file oodmol writes, they get the umask's mode.
+
+Resumable builds: a featuriser that takes hours on a data set (`Featurizer.resumable`,
+e.g. GFN2-xTB geometries) keeps a journal beside its cache while it builds
+(``<cache>.lmdb.journal/``): every minute or so, the molecules finished since the last
+part (their encoded features, or why they failed) are written as one part file,
+atomically (temporary name, sync, rename) and checked by its own CRC32 on reading. A build
+that was stopped (a signal, a crash, a killed process, a reboot) and is started again with
+the same key reads the journal, featurises only the molecules it lacks, and writes the
+cache from both; the journal is deleted once the cache is sealed. A damaged part is
+ignored with a warning (its molecules are featurised again). While it builds, a resumable
+build logs how many molecules are done and an estimate of the time left.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import struct
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing
+from contextlib import closing, suppress
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -115,11 +126,12 @@ class FeatureStore:
                 if problem is not None:
                     log.warning("feature cache %s %s; rebuilding it", path, problem)
                 _remove_leftovers(path)
+                journal = Journal(_journal_path(path), key) if featurizer.resumable else None
 
                 def write(tmp: Path) -> dict:
-                    return _write(tmp, key, identity, featurizer, table, n_jobs, progress)
+                    return _write(tmp, key, identity, featurizer, table, n_jobs, progress, journal)
 
-                meta = _build(path, write)
+                meta = _build(path, write, journal)
         return cls(path, meta)
 
     def __len__(self) -> int:
@@ -238,6 +250,10 @@ def _seal_path(path: Path) -> Path:
     return path.with_name(path.name + ".seal")
 
 
+def _journal_path(path: Path) -> Path:
+    return path.with_name(path.name + ".journal")
+
+
 def _environment(path: Path) -> lmdb.Environment:
     """This process's read-only handle on the cache file now at `path`.
 
@@ -314,12 +330,13 @@ def _remove_leftovers(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def _build(path: Path, write: Callable[[Path], dict]) -> dict:
+def _build(path: Path, write: Callable[[Path], dict], journal: Journal | None = None) -> dict:
     """The cache `path` as `write(tmp)` writes it (under a temporary name; it returns the
     meta record), moved into place and sealed, or nothing: a build that fails or is
     stopped by SIGTERM or SIGINT (`Interrupted`, which ends its worker processes on the
     way) removes its temporary file, and the cache file and its seal once the file had
-    begun to take their place."""
+    begun to take their place. Its `journal` (resumable featurisers) is kept until the
+    cache is sealed, so that the next build goes on from it."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     replacing = False
     try:
@@ -336,6 +353,8 @@ def _build(path: Path, write: Callable[[Path], dict]) -> dict:
             _seal_path(path).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+    if journal is not None:
+        journal.remove()
     return meta
 
 
@@ -347,8 +366,11 @@ def _write(
     table: MoleculeTable,
     n_jobs: int | None,
     progress: bool,
+    journal: Journal | None = None,
 ) -> dict:
-    """Featurise every molecule into a new LMDB file; the meta record goes in last."""
+    """Featurise every molecule into a new LMDB file; the meta record goes in last.
+    Molecules the `journal` holds are taken from it; the others are featurised and
+    added to it."""
     keys = [_key(mol_id) for mol_id in table.mol_id]
     if META_KEY in keys:
         raise ValueError(f"table {table.name!r}: a mol_id collides with the meta record key")
@@ -369,23 +391,42 @@ def _write(
         map_size=_INITIAL_MAP_SIZE,
         mode=0o666,  # less the umask; py-lmdb's 0o755 (less x bits) never lets the group write
     )
+    done = journal.read() if journal is not None else {}
+    todo = [i for i, mol_id in enumerate(mol_ids) if mol_id not in done]
+    if done:
+        log.warning(
+            "%s: resuming from %s: %d of %d molecules were done by an earlier build",
+            featurizer.name,
+            journal.folder,
+            len(keys) - len(todo),
+            len(keys),
+        )
     try:
         batch = []
         results = process_map(
             partial(_featurize_one, featurizer),
-            zip(mol_ids, inputs, strict=True),
-            total=len(keys),
+            ((mol_ids[i], inputs[i]) for i in todo),
+            total=len(todo),
             desc=f"{table.name}/{featurizer.name}",
             n_jobs=n_jobs,
             progress=progress,
             time_limit=featurizer.time_limit,
         )
+        if journal is not None:
+            failed_before = sum(failure is not None for _, _, failure in done.values())
+            journal.start(len(keys), len(keys) - len(todo), failed_before, featurizer.name)
         with closing(results):  # its workers end here, also when this loop raises
-            for mol_id, mol, outcome in zip(mol_ids, inputs, results, strict=True):
-                if isinstance(outcome, Refused):  # it crashed or overran its worker
-                    failed[str(mol_id)] = f"{shown(mol.smiles)}: {outcome.reason}"
-                    continue
-                value, n_nonfinite, failure = outcome
+            fresh = iter(results)
+            for mol_id, mol in zip(mol_ids, inputs, strict=True):
+                if mol_id in done:
+                    value, n_nonfinite, failure = done.pop(mol_id)
+                else:
+                    outcome = next(fresh)
+                    if isinstance(outcome, Refused):  # it crashed or overran its worker
+                        outcome = (None, 0, f"{shown(mol.smiles)}: {outcome.reason}")
+                    value, n_nonfinite, failure = outcome
+                    if journal is not None:
+                        journal.add(mol_id, value, n_nonfinite, failure)
                 if failure is not None:
                     failed[str(mol_id)] = failure
                     continue
@@ -398,6 +439,8 @@ def _write(
                 if len(batch) == _BATCH:
                     _put(env, batch, append=True)
                     batch = []
+        if journal is not None:
+            journal.flush()
         _put(env, batch, append=True)
         meta = {
             "key": key,
@@ -416,6 +459,11 @@ def _write(
         raw_meta = json.dumps(meta).encode()
         _put(env, [(META_KEY, raw_meta)], append=False)
         env.sync(True)
+    except BaseException:
+        if journal is not None:  # stopped or failed: keep what was finished for the next build
+            with suppress(Exception):
+                journal.flush()
+        raise
     finally:
         env.close()
     log.info("built %s in %.1f s", tmp.name, meta["build_seconds"])
@@ -472,3 +520,132 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_JOURNAL_MAGIC = b"OODMOLJ1"
+_JOURNAL_SECONDS = 60.0  # a part at least this often while molecules finish
+_JOURNAL_RECORDS = 4096  # ... or once this many are waiting
+
+
+class Journal:
+    """The finished molecules of a resumable build, in part files that outlive the
+    build (see the module docstring).
+
+    A part is ``OODMOLJ1``, the uint32 lengths of its JSON header and of its payload and
+    the CRC32 of both, then the header (the cache's key and one
+    ``[mol_id, n_bytes, n_nonfinite, failure]`` per molecule) and the molecules' encoded
+    features one after another."""
+
+    def __init__(self, folder: Path, key: str) -> None:
+        self.folder = Path(folder)
+        self.key = key
+        self.pending: list[tuple[int, bytes | None, int, str | None]] = []
+        self.last_flush = time.monotonic()
+        self.total = self.done = self.done_before = self.failed = 0
+        self.name = ""
+        self.started = time.monotonic()
+
+    def read(self) -> dict[int, tuple[bytes | None, int, str | None]]:
+        """Every molecule of the journal's intact parts: mol_id → (encoded features or
+        None, non-finite values, failure or None)."""
+        found: dict[int, tuple[bytes | None, int, str | None]] = {}
+        if not self.folder.is_dir():
+            return found
+        for leftover in self.folder.glob(".tmp-*"):
+            leftover.unlink(missing_ok=True)
+        for part in sorted(self.folder.glob("*.part")):
+            try:
+                found.update(self._read_part(part))
+            except (OSError, ValueError, KeyError, TypeError, struct.error) as error:
+                log.warning("ignoring damaged journal part %s (%s)", part, error)
+        return found
+
+    def _read_part(self, part: Path) -> dict[int, tuple[bytes | None, int, str | None]]:
+        raw = part.read_bytes()
+        magic, n_header, n_payload, crc = struct.unpack_from("<8sIII", raw)
+        start = struct.calcsize("<8sIII")
+        body = raw[start:]
+        if magic != _JOURNAL_MAGIC or len(body) != n_header + n_payload:
+            raise ValueError("not a journal part, or truncated")
+        if zlib.crc32(body) != crc:
+            raise ValueError("CRC32 mismatch")
+        header = json.loads(body[:n_header])
+        if header["key"] != self.key:
+            raise ValueError("written for another cache key")
+        records, offset = {}, n_header
+        for mol_id, size, n_nonfinite, failure in header["records"]:
+            value = None if failure is not None else bytes(body[offset : offset + size])
+            offset += size
+            records[int(mol_id)] = (value, int(n_nonfinite), failure)
+        return records
+
+    def start(self, total: int, done_before: int, failed_before: int, name: str) -> None:
+        """Count from here: `total` molecules, `done_before` of them in the journal
+        (`failed_before` of those failed)."""
+        self.total, self.done, self.done_before, self.name = total, done_before, done_before, name
+        self.failed = failed_before
+        self.started = self.last_flush = time.monotonic()
+
+    def add(self, mol_id: int, value: bytes | None, n_nonfinite: int, failure: str | None) -> None:
+        self.pending.append((int(mol_id), value, int(n_nonfinite), failure))
+        self.done += 1
+        self.failed += failure is not None
+        due = time.monotonic() - self.last_flush >= _JOURNAL_SECONDS
+        if due or len(self.pending) >= _JOURNAL_RECORDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the molecules finished since the last part as a new part, and log the
+        progress with an estimate of the time left."""
+        self.last_flush = time.monotonic()
+        if not self.pending:
+            return
+        records = [[m, 0 if v is None else len(v), n, f] for m, v, n, f in self.pending]
+        header = json.dumps({"key": self.key, "records": records}).encode()
+        payload = b"".join(v for _, v, _, _ in self.pending if v is not None)
+        body = header + payload
+        crc = zlib.crc32(body)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time_ns():020d}-{os.getpid()}.part"
+        tmp = self.folder / f".tmp-{name}"
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<8sIII", _JOURNAL_MAGIC, len(header), len(payload), crc))
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.folder / name)
+        _fsync_dir(self.folder)
+        self.pending = []
+        self._log_progress()
+
+    def _log_progress(self) -> None:
+        fresh = self.done - self.done_before
+        seconds = time.monotonic() - self.started
+        left = self.total - self.done
+        rate = seconds / fresh if fresh else float("nan")
+        log.info(
+            "%s: %d of %d molecules done (%d failed), %.2f s per molecule in this build, "
+            "about %s left",
+            self.name,
+            self.done,
+            self.total,
+            self.failed,
+            rate,
+            _duration(left * rate) if fresh else "an unknown time",
+        )
+
+    def remove(self) -> None:
+        """Delete the journal (its cache is sealed)."""
+        if self.folder.is_dir():
+            for item in self.folder.iterdir():
+                item.unlink(missing_ok=True)
+            self.folder.rmdir()
+
+
+def _duration(seconds: float) -> str:
+    """A duration as people say it: 40 s, 12 min, 3.4 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -14,12 +14,17 @@ most 200 iterations), and dropped molecules whose embedding raised. Here:
    feature cache records by mol_id and reason.
 
 Every result says which route it took (`ConformerMethod`), so a cache can count them.
+
+A `GeometryOptimizer` may refine that conformer further (`conformers=xtb`: GFN2-xTB,
+`oodmol.data.featurize.xtb`); it is the contract a new geometry implements.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import ClassVar
 
 import numpy as np
 from rdkit import Chem
@@ -62,7 +67,15 @@ class Conformer:
 
 
 def embed(smiles: str, seed: int = 0, max_iterations: int = 0, timeout: int = 0) -> Conformer:
-    """One optimised conformer of `smiles` with explicit hydrogens.
+    """One optimised conformer of `smiles` with explicit hydrogens (see `embed_mol`)."""
+    return embed_mol(smiles, seed, max_iterations, timeout)[1]
+
+
+def embed_mol(
+    smiles: str, seed: int = 0, max_iterations: int = 0, timeout: int = 0
+) -> tuple[Chem.Mol, Conformer]:
+    """RDKit's molecule of `smiles` with explicit hydrogens, and one optimised conformer
+    of it in the same atom order.
 
     `max_iterations` is ETKDG's embedding-attempt budget (0: RDKit's default); tests
     lower it to force the fallbacks. `timeout` is RDKit's own limit on each of the two
@@ -86,7 +99,7 @@ def embed(smiles: str, seed: int = 0, max_iterations: int = 0, timeout: int = 0)
     fragment = np.zeros(len(atomic_numbers), dtype=np.int64)
     for index, atoms in enumerate(Chem.GetMolFrags(mol)):
         fragment[list(atoms)] = index
-    return Conformer(atomic_numbers, positions, method, converged, fragment)
+    return mol, Conformer(atomic_numbers, positions, method, converged, fragment)
 
 
 def _embed(mol: Chem.Mol, seed: int, max_iterations: int, timeout: int, random_coords: bool) -> int:
@@ -108,3 +121,29 @@ def _optimise(mol: Chem.Mol) -> tuple[str, bool]:
         status = rdForceFieldHelpers.UFFOptimizeMolecule(mol, maxIters=MMFF_MAX_ITERATIONS)
         return "UFF", status == 0
     return "NO_FORCE_FIELD", False
+
+
+class GeometryOptimizer(ABC):
+    """A second stage after the force field: it takes a molecule's conformer (ETKDG +
+    MMFF94) and returns better coordinates, with whatever it measured on the way.
+
+    Adding a geometry to the benchmark is one such class and one YAML file in
+    configs/conformers/ naming it (`optimizer: {_target_: ...}`); the featuriser
+    (`Graph3D`) and the feature cache know nothing more about it. Like a featuriser it
+    runs in worker processes, so it must pickle: plain constructor values, heavy objects
+    made inside `__call__`. It raises `FeaturizationError` (with the reason) for a
+    molecule it cannot optimise; the cache records it by mol_id.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def params(self) -> dict:
+        """Everything that changes its output, library versions included (JSON values):
+        part of the feature cache's key."""
+
+    @abstractmethod
+    def __call__(self, mol: Chem.Mol, start: Conformer) -> dict[str, np.ndarray]:
+        """The optimised geometry of `mol` (RDKit's molecule with explicit hydrogens, in
+        the conformer's atom order) from `start`: `pos` float32 [n_atoms, 3] in Ångström,
+        and any further named arrays it records (energies, steps, ...)."""

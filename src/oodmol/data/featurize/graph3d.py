@@ -6,7 +6,7 @@ import numpy as np
 import rdkit
 
 from oodmol.data.featurize.base import LimitedFeaturizer, MolInput
-from oodmol.data.featurize.conformers import ConformerMethod, embed
+from oodmol.data.featurize.conformers import ConformerMethod, GeometryOptimizer, embed_mol
 
 # Atoms with their hydrogens: ETKDG and MMFF grow faster than linearly with size (a chain
 # of 450 atoms takes 14 s); 2.3x the data sets' largest (216 atoms).
@@ -27,7 +27,10 @@ class Graph3D(LimitedFeaturizer):
     converged). A given geometry is one fragment: its parts lie where they were measured.
 
     Data sets with geometries (QM9's DFT structures) use them as given; SMILES-only data
-    sets get an ETKDG + MMFF94 conformer (`oodmol.data.featurize.conformers`), seeded.
+    sets get an ETKDG + MMFF94 conformer (`oodmol.data.featurize.conformers`), seeded,
+    refined by `optimizer` where one is given (`conformers=xtb`: GFN2-xTB, whose energies,
+    steps and start coordinates are stored beside `pos`). A cache with an optimizer is
+    `resumable`: its build keeps a journal, so a stopped build goes on where it stopped.
     Neighbour graphs are built per batch by the models (their cutoffs differ), so the
     cache holds no edges.
 
@@ -46,14 +49,21 @@ class Graph3D(LimitedFeaturizer):
         embed_timeout: int = EMBED_TIMEOUT,
         max_atoms: int = MAX_ATOMS,
         time_limit: float | None = TIME_LIMIT,
+        optimizer: GeometryOptimizer | None = None,
         **limits: int,
     ) -> None:
         super().__init__(max_atoms=max_atoms, time_limit=time_limit, **limits)
         self.seed = seed
         self.max_iterations = max_iterations
         self.embed_timeout = embed_timeout
+        self.optimizer = optimizer
+        # hours of work for a data set: its build journals its results (oodmol.data.store)
+        self.resumable = optimizer is not None
 
     def params(self) -> dict:
+        # without an optimizer, exactly the keys of the ETKDG + MMFF caches built before
+        # optimizers existed, so that those caches stay valid
+        optimizer = {} if self.optimizer is None else {"optimizer": self.optimizer.params()}
         return {
             "version": 2,  # 2: the atoms' fragments
             "rdkit": rdkit.__version__,
@@ -63,6 +73,7 @@ class Graph3D(LimitedFeaturizer):
             # with the limits, they decide which molecules the cache holds, and how
             "embed_timeout": self.embed_timeout,
             **self.limit_params(),
+            **optimizer,
         }
 
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
@@ -75,10 +86,15 @@ class Graph3D(LimitedFeaturizer):
                 "conformer": np.array([ConformerMethod.GIVEN, 1], dtype=np.int8),
             }
         self.parse(mol.smiles, hydrogens=True)
-        conformer = embed(mol.smiles, self.seed, self.max_iterations, self.embed_timeout)
-        return {
+        rd_mol, conformer = embed_mol(
+            mol.smiles, self.seed, self.max_iterations, self.embed_timeout
+        )
+        arrays = {
             "z": conformer.atomic_numbers,
             "pos": conformer.positions,
             "fragment": conformer.fragment,
             "conformer": np.array([conformer.method, conformer.converged], dtype=np.int8),
         }
+        if self.optimizer is not None:
+            arrays.update(self.optimizer(rd_mol, conformer))
+        return arrays

@@ -1,0 +1,168 @@
+"""Resumable feature caches: a build stopped part-way (killed, or failed) goes on from its
+journal, and the cache it finally writes equals one built without a stop."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oodmol.data import store as store_module
+from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
+from oodmol.data.store import FeatureStore
+from oodmol.data.table import MoleculeTable
+
+SMILES = [f"{'C' * k}O" for k in range(1, 25)]
+MOL_IDS = np.arange(100, 100 + len(SMILES))
+
+
+def make_table() -> MoleculeTable:
+    return MoleculeTable("t", MOL_IDS, np.array(SMILES), {"y": np.zeros(len(SMILES))})
+
+
+class SlowFeaturizer(Featurizer):
+    """Features from the SMILES alone; each call is logged (to count them across
+    processes); `fail_at` raises an unexpected error on that SMILES (a crashed build);
+    molecules of 13 carbons are refused with a reason (a journaled failure)."""
+
+    name = "slow"
+    resumable = True
+
+    def __init__(self, log_dir: str, delay: float = 0.0, fail_at: str | None = None) -> None:
+        self.log_dir, self.delay, self.fail_at = log_dir, delay, fail_at
+
+    def params(self) -> dict:
+        return {"version": 1}  # delay and fail_at change no output
+
+    def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
+        with open(Path(self.log_dir) / f"{os.getpid()}.log", "a") as f:
+            f.write(mol.smiles + "\n")
+        time.sleep(self.delay)
+        if mol.smiles == self.fail_at:
+            raise RuntimeError("the machine went away")
+        if mol.smiles.count("C") == 13:
+            raise FeaturizationError("too many carbons")
+        n = len(mol.smiles)
+        return {"x": np.arange(n, dtype=np.float64), "pos": np.full((n, 3), n, np.float32)}
+
+
+def calls(log_dir: Path) -> list[str]:
+    return [line for p in sorted(log_dir.glob("*.log")) for line in p.read_text().splitlines()]
+
+
+def build(featurizer: Featurizer, cache: Path, n_jobs: int = 1) -> FeatureStore:
+    return FeatureStore.build_or_open(
+        featurizer, make_table(), cache, n_jobs=n_jobs, progress=False
+    )
+
+
+def contents(store: FeatureStore) -> tuple[dict, dict]:
+    arrays = {}
+    for mol_id in MOL_IDS.tolist():
+        if mol_id not in store.failed:
+            arrays[mol_id] = {k: v.tolist() for k, v in store.get(mol_id).items()}
+    return arrays, store.failed
+
+
+@pytest.fixture
+def often(monkeypatch):
+    """A journal part after every molecule."""
+    monkeypatch.setattr(store_module, "_JOURNAL_SECONDS", 0.0)
+
+
+def _build_in_child(cache: str, log_dir: str) -> None:
+    build(SlowFeaturizer(log_dir, delay=0.05), Path(cache))
+
+
+def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path, often):
+    full_log, log = tmp_path / "full-log", tmp_path / "log"
+    full_log.mkdir()
+    log.mkdir()
+    full = contents(build(SlowFeaturizer(str(full_log)), tmp_path / "full"))
+
+    cache = tmp_path / "cache"
+    child = multiprocessing.get_context("fork").Process(
+        target=_build_in_child, args=(str(cache), str(log))
+    )
+    child.start()
+    deadline = time.monotonic() + 60
+    while len(list(cache.glob("*.journal/*.part"))) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(child.pid, signal.SIGKILL)  # no chance to clean up or flush
+    child.join()
+    parts = list(cache.glob("*.journal/*.part"))
+    assert 5 <= len(parts) < len(SMILES), "the build was not stopped part-way"
+    assert not list(cache.glob("*.lmdb.seal"))
+    before = len(calls(log))
+
+    resumed = build(SlowFeaturizer(str(log)), cache)
+
+    assert contents(resumed) == full
+    assert resumed.failed[112].endswith("too many carbons")  # a failure, with its reason
+    redone = len(calls(log)) - before
+    assert redone <= len(SMILES) - len(parts)  # the journal's molecules were not redone
+    assert not list(cache.glob("*.journal"))  # sealed: the journal is gone
+    assert len(list(cache.glob("*.lmdb"))) == 1
+
+
+def test_failed_build_keeps_its_journal_and_the_next_one_resumes(tmp_path, often):
+    log = tmp_path / "log"
+    log.mkdir()
+    full = contents(build(SlowFeaturizer(str(log)), tmp_path / "full"))
+    cache = tmp_path / "cache"
+    with pytest.raises(RuntimeError, match="the machine went away"):
+        build(SlowFeaturizer(str(log), fail_at=SMILES[10]), cache)
+    assert len(list(cache.glob("*.journal/*.part"))) == 10
+    first = len(calls(log))
+
+    resumed = build(SlowFeaturizer(str(log)), cache, n_jobs=2)
+
+    assert contents(resumed) == full
+    assert len(calls(log)) - first == len(SMILES) - 10
+
+
+def test_damaged_journal_part_is_ignored_and_its_molecules_redone(tmp_path, often, caplog):
+    log = tmp_path / "log"
+    log.mkdir()
+    full = contents(build(SlowFeaturizer(str(log)), tmp_path / "full"))
+    cache = tmp_path / "cache"
+    with pytest.raises(RuntimeError):
+        build(SlowFeaturizer(str(log), fail_at=SMILES[5]), cache)
+    part = sorted(cache.glob("*.journal/*.part"))[2]
+    raw = bytearray(part.read_bytes())
+    raw[-1] ^= 0xFF
+    part.write_bytes(bytes(raw))
+    first = len(calls(log))
+
+    resumed = build(SlowFeaturizer(str(log)), cache)
+
+    assert contents(resumed) == full
+    assert "ignoring damaged journal part" in caplog.text
+    assert len(calls(log)) - first == len(SMILES) - 4
+
+
+def test_journal_logs_progress_and_time_left(tmp_path, often, caplog):
+    log = tmp_path / "log"
+    log.mkdir()
+    with caplog.at_level("INFO", logger="oodmol.data.store"):
+        build(SlowFeaturizer(str(log)), tmp_path / "cache")
+    progress = [r.getMessage() for r in caplog.records if "molecules done" in r.getMessage()]
+    assert progress[-1].startswith(f"slow: {len(SMILES)} of {len(SMILES)} molecules done (1 ")
+    assert "left" in progress[0]
+
+
+def test_a_featurizer_that_is_not_resumable_keeps_no_journal(tmp_path, often):
+    log = tmp_path / "log"
+    log.mkdir()
+
+    class Plain(SlowFeaturizer):
+        resumable = False
+
+    with pytest.raises(RuntimeError):
+        build(Plain(str(log), fail_at=SMILES[3]), tmp_path / "cache")
+    assert not list((tmp_path / "cache").glob("*.journal"))
