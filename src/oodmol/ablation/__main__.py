@@ -5,6 +5,9 @@ oodmol ablation augmentation <runs> --out <dir>    Fig. 7: OOD data augmentation
 oodmol ablation selection <runs> --out <dir>       a search's draws selected by ID
                                                    validation, tail validation, OOD test
 oodmol ablation learning-curve <runs> --out <dir>  ID and OOD RMSE against training size
+oodmol ablation geometry <runs> --out <dir> [--changes <csv>]
+                                                   3D models on MMFF94 against GFN2-xTB
+                                                   geometries (experiment=geometry)
 oodmol ablation transfer-run <runs> [--properties alpha,cv,...] [--task 'task=qm9_{p}']
                              [--seeds 0] [--freeze message_passing] [overrides ...]
                                                    train the transfer study's runs
@@ -17,6 +20,13 @@ import sys
 from pathlib import Path
 
 from oodmol.ablation.augmentation import augmentation_figure, augmentation_rows, augmentation_table
+from oodmol.ablation.geometry import (
+    geometry_figure,
+    geometry_rows,
+    geometry_table,
+    molecule_changes,
+    ranking_answer,
+)
 from oodmol.ablation.learning_curve import (
     learning_curve_figure,
     learning_curve_rows,
@@ -35,7 +45,7 @@ QM9 = "alpha,cv,gap,homo,lumo,mu,r2,zpve"
 def _parser() -> ToolParser:
     parser = ToolParser(prog="oodmol ablation", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("transfer", "augmentation", "selection", "learning-curve"):
+    for name in ("transfer", "augmentation", "selection", "learning-curve", "geometry"):
         figure = commands.add_parser(name, help=f"the {name} figure of a folder of runs")
         figure.add_argument("runs", type=Path, help="folder searched for metrics.json")
         figure.add_argument("--out", type=Path, required=True, help="folder for CSV/PNG/SVG")
@@ -45,6 +55,14 @@ def _parser() -> ToolParser:
                 type=Path,
                 default=Path(os.environ.get("OODMOL_DATA_DIR", "data")),
                 help="data caches, for the properties' correlation ($OODMOL_DATA_DIR)",
+            )
+        if name == "geometry":
+            figure.add_argument(
+                "--changes",
+                type=Path,
+                default=None,
+                help="a geometry report's CSV (python -m oodmol.data geometry conformers=xtb): "
+                "per-molecule error change against RMSD and energy change",
             )
     study = commands.add_parser("transfer-run", help="pretrain and fine-tune every pair")
     study.add_argument("runs", type=Path, help="folder the study's runs go to")
@@ -81,6 +99,19 @@ def main(argv: list[str]) -> int:
     elif args.command == "learning-curve":
         table = learning_curve_table(learning_curve_rows(runs))
         figure = learning_curve_figure(table)
+    elif args.command == "geometry":
+        rows = geometry_rows(runs)
+        table = geometry_table(rows)
+        molecules = None if args.changes is None else molecule_changes(rows, args.changes)
+        figure = geometry_figure(table, molecules)
+        if molecules is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            molecules.drop(columns=["folder"], errors="ignore").to_csv(
+                args.out / "geometry-molecules.csv", index=False
+            )
+            print(args.out / "geometry-molecules.csv")
+        for line in ranking_answer(table):
+            print(line)
     elif args.command == "selection":
         table = selection_table(selection_rows(runs, args.runs))
         figure = selection_figure(table)

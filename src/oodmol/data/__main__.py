@@ -1,8 +1,11 @@
-"""Data command line: python -m oodmol.data {export,prepare,card} task=<t> split=<s> ...
+"""Data command line: python -m oodmol.data {export,prepare,card,geometry} task=<t> ...
 
-export   write the split as CSV (mol_id,smiles,target,set) to out=<file.csv>
-prepare  build the data set, the split and the feature caches ahead of a sweep
-card     write a dataset card (counts, units, BOOM-style histogram) to out=<dir>
+export    write the split as CSV (mol_id,smiles,target,set) to out=<file.csv>
+prepare   build the data set, the split and the feature caches ahead of a sweep
+card      write a dataset card (counts, units, BOOM-style histogram) to out=<dir>
+geometry  build the 3D geometries of conformers=<name> (resumable: run it again to go on)
+          and check them (bond graph, valencies): counts, reasons and one row per
+          molecule (RMSD, energy change) in out=<dir> (default <data>/geometry)
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ from omegaconf import OmegaConf
 from oodmol.command_line import UsageError, entry_point
 from oodmol.config import config_dir
 from oodmol.data.card import write_card
+from oodmol.data.geometry_checks import check_store
 from oodmol.data.splits.assignment import ALL_SETS
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
+from oodmol.io import atomic_write_json
 from oodmol.overrides import compose_checked, names_of, unknown_choice_message
 from oodmol.parallel import limit_threads
 
-COMMANDS = ("export", "prepare", "card")
+COMMANDS = ("export", "prepare", "card", "geometry")
 
 
 @entry_point("oodmol data", usage=__doc__)
@@ -60,10 +65,44 @@ def main(argv: list[str]) -> int:
                 featurizer, data.dataset, data_dir / "features", progress=cfg.progress
             )
             print(f"[oodmol] {name} features: {len(store)} molecules in {store.path}")
+    elif command == "geometry":
+        write_geometry_report(cfg, data, data_dir)
     else:
         out = Path(cfg.out or data_dir / "cards" / f"{task.name}-{cfg.split.name}")
         print(f"[oodmol] wrote {write_card(data, split, out)}")
     return 0
+
+
+def write_geometry_report(cfg, data: TaskData, data_dir: Path) -> None:
+    """Build (or open) the 3D features of the chosen geometry, check every molecule and
+    write the check report: `<dataset>-<geometry>.json` (counts, reasons, failures by
+    name) and `.csv` (one row per molecule)."""
+    geometry = str(cfg.conformers.name)
+    featurizer = featurizer_of(cfg, "graph3d")
+    store = FeatureStore.build_or_open(
+        featurizer, data.dataset, data_dir / "features", progress=cfg.progress
+    )
+    report = check_store(store, data.dataset, geometry, progress=cfg.progress)
+    out = Path(cfg.out or data_dir / "geometry")
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{data.dataset.name}-{geometry}"
+    summary = report.summary()
+    atomic_write_json(
+        Path(f"{stem}.json"), {**summary, "failed_molecules": report.to_json()["failed"]}
+    )
+    report.write_csv(Path(f"{stem}.csv"), data.dataset)
+    print(
+        f"[oodmol] {geometry} geometries of {data.dataset.name}: {summary['passed']} of "
+        f"{summary['molecules']} pass the checks, {summary['failed']} fail"
+    )
+    for reason, count in summary["reasons"].items():
+        print(f"[oodmol]   {count} {reason}")
+    for example in summary["examples"]:
+        print(f"[oodmol]   e.g. {example}")
+    for key in ("median_rmsd_heavy", "median_rmsd_all", "median_energy_change_kcal"):
+        if key in summary:
+            print(f"[oodmol]   {key}: {summary[key]:.4g}")
+    print(f"[oodmol] wrote {stem}.json and {stem}.csv")
 
 
 def featurizer_of(cfg, name: str):

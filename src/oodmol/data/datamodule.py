@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader
 
 from oodmol.data.features import FeatureSet
 from oodmol.data.featurize.base import Featurizer
+from oodmol.data.geometry_checks import GeometryReport, check_store
 from oodmol.data.sampling import EpochShuffle
 from oodmol.data.splits.assignment import (
     ALL_SETS,
@@ -86,6 +87,7 @@ class MoleculeDataModule(L.LightningDataModule):
         seed: int = 0,
         holdout: bool = True,
         group_by_size: bool = False,
+        geometry_filter: dict[str, Featurizer] | None = None,
     ) -> None:
         super().__init__()
         self.task = task
@@ -102,6 +104,8 @@ class MoleculeDataModule(L.LightningDataModule):
         self.seed = seed
         self.holdout = holdout
         self.group_by_size = group_by_size
+        self.geometry_filter = dict(geometry_filter or {})
+        self.geometry_reports: dict[str, GeometryReport] = {}
         self.resume_position: dict[str, int] | None = None
         self.set_ids: dict[str, np.ndarray] = {}
         self.data: TaskData | None = None
@@ -122,6 +126,11 @@ class MoleculeDataModule(L.LightningDataModule):
         self.store = FeatureStore.build_or_open(
             self.featurizer, self.data.dataset, self.data_dir / "features", progress=progress
         )
+        for name, featurizer in self.geometry_filter.items():
+            store = FeatureStore.build_or_open(
+                featurizer, self.data.dataset, self.data_dir / "features", progress=progress
+            )
+            self.geometry_reports[name] = check_store(store, self.data.dataset, name, progress)
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
@@ -146,6 +155,8 @@ class MoleculeDataModule(L.LightningDataModule):
             "left_out": left_out,
             "sizes_used": {name: len(ids) for name, ids in self.set_ids.items()},
         }
+        if self.geometry_filter:
+            facts["geometry_filter"] = self.filter_facts
         log.info("features of %s: %s", self.task.name, facts)
         self.feature_facts = facts
 
@@ -156,6 +167,12 @@ class MoleculeDataModule(L.LightningDataModule):
         but the test sets) and the run has no validation set."""
         failed = store.failed
         failed_ids = np.fromiter(failed, dtype=np.int64, count=len(failed))
+        filtered = {mol_id for report in self.geometry_reports.values() for mol_id in report.failed}
+        filtered_ids = np.fromiter(sorted(filtered), dtype=np.int64, count=len(filtered))
+        self.filter_facts = {
+            "geometries": {n: r.summary() for n, r in self.geometry_reports.items()},
+            "left_out": {},
+        }
         left_out: dict = {}
         sets = dict(self.split.sets)
         if not self.holdout:
@@ -164,6 +181,10 @@ class MoleculeDataModule(L.LightningDataModule):
             sets.update({name: sets[name][:0] for name in held})
         for name in self.split.names():
             ids = sets[name]
+            checked = np.isin(ids, filtered_ids) & ~np.isin(ids, failed_ids)
+            if checked.any():
+                self.filter_facts["left_out"][name] = int(checked.sum())
+                ids = ids[~checked]
             missing = np.isin(ids, failed_ids)
             if missing.any():
                 left_out[name] = int(missing.sum())

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import FeatureSet
+from oodmol.data.geometry_checks import geometry_featurizers
 from oodmol.overrides import OverrideError
 from oodmol.uq.estimators import estimator_from_config
 
@@ -40,6 +41,7 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         seed=cfg.seed,
         holdout=cfg.protocol.holdout,
         group_by_size=cfg.model.get("group_by_size", False),
+        geometry_filter=geometry_featurizers(cfg.get("geometry_filter")),
     )
 
 

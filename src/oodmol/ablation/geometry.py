@@ -1,0 +1,200 @@
+"""Geometry as a benchmark axis (experiment=geometry): do 3D models rank differently out
+of distribution when they read GFN2-xTB geometries instead of MMFF94 ones, and does their
+gap to the 2D models change?
+
+Runs of `geometry_filter` (the same molecules for every geometry) are grouped by task,
+model and geometry (`conformers`; a model that reads no 3D geometry is "2d"). Per group:
+mean and sd over seeds of the ID and OOD RMSE; per task and geometry the 3D models' OOD
+rank (1: lowest RMSE) and each 3D model's OOD RMSE over the best 2D model's (the gap).
+
+Per molecule, with a geometry report (`python -m oodmol.data geometry conformers=xtb`,
+its CSV): the change of a model's absolute error from its MMFF94 run to its GFN2-xTB run
+of the same task and seed, against how far GFN2-xTB moved the molecule (RMSD) and how
+much energy it gained.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from oodmol.ablation.runs import Run
+from oodmol.errors import InputError
+from oodmol.figures import new_figure
+from oodmol.predictions import read_predictions_file
+
+FLAT = "2d"  # the geometry of a model that reads none
+GRAPH3D = "Graph3D"
+
+
+def geometry_of(run: Run) -> str:
+    """The geometry a run's model read: its `conformers` name, or "2d" for a model whose
+    featuriser is not 3D; runs recorded before geometries could be chosen read MMFF94."""
+    target = str(run.setting("model", "featurizer", "_target_"))
+    if not target.endswith(GRAPH3D):
+        return FLAT
+    try:
+        return str(run.setting("conformers", "name"))
+    except InputError:
+        return "mmff"
+
+
+def geometry_rows(runs: list[Run]) -> pd.DataFrame:
+    """One row per run trained on the molecules a geometry filter kept: task, model,
+    geometry, seed, ID and OOD RMSE, and its folder."""
+    rows = []
+    for run in runs:
+        data = run.metrics.get("data") or {}
+        if "geometry_filter" not in data:
+            continue
+        rows.append(
+            {
+                "task": run.metrics["task"],
+                "model": run.metrics["model"],
+                "geometry": geometry_of(run),
+                "seed": run.metrics.get("seed"),
+                "id_rmse": run.metrics["id"]["rmse"],
+                "ood_rmse": run.metrics["ood"]["rmse"],
+                "n_ood": run.metrics["ood"].get("n"),
+                "folder": str(run.folder),
+            }
+        )
+    if not rows:
+        raise InputError("no complete run with a geometry filter (experiment=geometry) found")
+    return pd.DataFrame(rows)
+
+
+def geometry_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per task, model and geometry: seeds, mean and sd of ID and OOD RMSE, the OOD rank
+    among the 3D models of that geometry, and the OOD RMSE over the best 2D model's."""
+    for task, group in rows.groupby("task"):
+        if group["n_ood"].nunique() > 1:
+            sizes = sorted(group["n_ood"].unique().tolist())
+            raise InputError(f"{task}: runs scored on OOD sets of sizes {sizes}")
+    stats = (
+        rows.groupby(["task", "model", "geometry"], sort=True)
+        .agg(
+            seeds=("seed", "nunique"),
+            id_rmse_mean=("id_rmse", "mean"),
+            id_rmse_sd=("id_rmse", "std"),
+            ood_rmse_mean=("ood_rmse", "mean"),
+            ood_rmse_sd=("ood_rmse", "std"),
+        )
+        .reset_index()
+    )
+    three_d = stats["geometry"] != FLAT
+    stats["ood_rank_3d"] = np.nan
+    stats.loc[three_d, "ood_rank_3d"] = (
+        stats[three_d].groupby(["task", "geometry"])["ood_rmse_mean"].rank(method="min")
+    )
+    best_flat = stats[~three_d].groupby("task")["ood_rmse_mean"].min()
+    stats["ood_over_best_2d"] = stats["ood_rmse_mean"] / stats["task"].map(best_flat)
+    return stats
+
+
+def ranking_answer(table: pd.DataFrame) -> list[str]:
+    """Per task, the 3D models' OOD order under each geometry, and whether it changed."""
+    lines = []
+    for task, group in table[table["geometry"] != FLAT].groupby("task"):
+        orders = {}
+        for geometry, g in group.groupby("geometry"):
+            orders[geometry] = g.sort_values("ood_rmse_mean")["model"].tolist()
+        shown = "; ".join(f"{geo}: {' < '.join(order)}" for geo, order in orders.items())
+        same = len({tuple(o) for o in orders.values()}) == 1
+        lines.append(f"{task}: OOD RMSE order {shown} ({'same' if same else 'changed'})")
+    return lines
+
+
+def molecule_changes(rows: pd.DataFrame, changes_csv: Path, base: str = "mmff") -> pd.DataFrame:
+    """Per molecule, 3D model, task and seed that have a run on `base` and on another
+    geometry: its test set, absolute errors on both, their change, and the geometry
+    change (RMSD heavy/all atoms, energy change) from the report's CSV."""
+    changes = pd.read_csv(changes_csv)
+    needed = {"mol_id", "rmsd_heavy", "rmsd_all", "energy_change_kcal"}
+    if not needed <= set(changes.columns):
+        raise InputError(f"{changes_csv}: not a geometry report CSV (columns {sorted(needed)})")
+    out = []
+    three_d = rows[rows["geometry"] != FLAT]
+    for (task, model, seed), group in three_d.groupby(["task", "model", "seed"]):
+        by_geometry = dict(zip(group["geometry"], group["folder"], strict=True))
+        if base not in by_geometry:
+            continue
+        reference = _errors(by_geometry.pop(base))
+        for geometry, folder in by_geometry.items():
+            other = _errors(folder)
+            both = reference.merge(other, on=["mol_id", "set"], suffixes=("_base", "_other"))
+            both["task"], both["model"], both["seed"], both["geometry"] = (
+                task,
+                model,
+                seed,
+                geometry,
+            )
+            both["error_change"] = both["abs_error_other"] - both["abs_error_base"]
+            out.append(both)
+    if not out:
+        raise InputError(f"no 3D model with runs on {base!r} and another geometry")
+    frame = pd.concat(out, ignore_index=True)
+    return frame.merge(changes[sorted(needed)], on="mol_id", how="left")
+
+
+def _errors(folder: str) -> pd.DataFrame:
+    predictions = read_predictions_file(folder)
+    predictions = predictions[predictions["set"].isin(["id", "ood"])]
+    return pd.DataFrame(
+        {
+            "mol_id": predictions["mol_id"],
+            "set": predictions["set"],
+            "abs_error": (predictions["y_pred"] - predictions["y_true"]).abs(),
+        }
+    )
+
+
+def geometry_figure(table: pd.DataFrame, molecules: pd.DataFrame | None) -> Figure:
+    """ID and OOD RMSE per model and geometry (one panel per task); with per-molecule
+    data, the change of absolute error against RMSD and against energy change."""
+    tasks = sorted(table["task"].unique())
+    n_columns = len(tasks) + (2 if molecules is not None else 0)
+    figure = new_figure()
+    figure.set_size_inches(4.2 * n_columns, 4.0)
+    geometries = sorted(table["geometry"].unique())
+    for column, task in enumerate(tasks):
+        ax = figure.add_subplot(1, n_columns, column + 1)
+        group = table[table["task"] == task]
+        models = sorted(group["model"].unique())
+        width = 0.8 / max(1, len(geometries))
+        for k, geometry in enumerate(geometries):
+            g = group[group["geometry"] == geometry].set_index("model").reindex(models)
+            x = np.arange(len(models)) + k * width
+            ax.bar(
+                x,
+                g["ood_rmse_mean"],
+                width,
+                yerr=g["ood_rmse_sd"].fillna(0),
+                label=f"{geometry} OOD",
+            )
+            ax.plot(x, g["id_rmse_mean"], "k_", ms=10, mew=2)
+        ax.set_xticks(np.arange(len(models)) + 0.4 - width / 2, models, rotation=45, fontsize=7)
+        ax.set_title(f"{task} (bars: OOD, ticks: ID)", fontsize=8)
+        ax.set_ylabel("test RMSE")
+        ax.legend(fontsize=6)
+    if molecules is not None:
+        for offset, (column, label) in enumerate(
+            (
+                ("rmsd_heavy", "RMSD MMFF94 → GFN2-xTB, heavy atoms (Å)"),
+                ("energy_change_kcal", "GFN2-xTB energy change (kcal/mol)"),
+            )
+        ):
+            ax = figure.add_subplot(1, n_columns, len(tasks) + offset + 1)
+            for (model, set_name), g in molecules.groupby(["model", "set"]):
+                ax.scatter(
+                    g[column], g["error_change"], s=3, alpha=0.4, label=f"{model} {set_name}"
+                )
+            ax.axhline(0.0, color="grey", lw=0.8, ls="--")
+            ax.set_xlabel(label, fontsize=8)
+            ax.set_ylabel("|error| change (other geometry − MMFF94)", fontsize=8)
+            ax.legend(fontsize=5, markerscale=3)
+    figure.tight_layout()
+    return figure
