@@ -26,7 +26,17 @@ CONFIGS = config_dir()
 # a few training molecules for the statistics a model declares
 TRAIN_SMILES = ["CCO", "c1ccccc1O", "CC(=O)N", "OCC#N"]
 # groups of configs/train.yaml's defaults, each tried with every option it has
-TRAIN_GROUPS = ("task", "split", "model", "uq", "trainer", "logger", "callbacks", "debug")
+TRAIN_GROUPS = (
+    "task",
+    "split",
+    "model",
+    "uq",
+    "trainer",
+    "logger",
+    "callbacks",
+    "debug",
+    "conformers",
+)
 
 
 def options(group: str) -> list[str]:

@@ -92,3 +92,15 @@ def test_changed_csv_file_is_refused(csv_file: Path) -> None:
 def test_identity_names_a_run() -> None:
     identity = run_identity(compose_config("train", ["model=rf", "seed=2", "max_molecules=5"]))
     assert describe(identity) == ("task=csd10k_density split=ood model=rf seed=2 max_molecules=5")
+
+
+def test_the_geometry_changes_the_key_of_3d_models_only() -> None:
+    """conformers=mmff is what 3D models read before geometries could be chosen: their
+    keys (and those of every other model) stay; xtb gives 3D models a key of their own;
+    a model that reads no geometry keeps its key whatever is chosen."""
+    assert key("model=schnet", "conformers=mmff") == key("model=schnet")
+    assert key("model=schnet", "conformers=xtb") != key("model=schnet")
+    assert key("model=mlp", "conformers=xtb") == key("model=mlp")
+    assert key("model=schnet", "geometry_filter=[mmff,xtb]") != key("model=schnet")
+    assert key("model=mlp", "geometry_filter=[mmff,xtb]") != key("model=mlp")
+    assert key("model=schnet", "geometry_filter=null") == key("model=schnet")

@@ -90,3 +90,52 @@ def test_set_emptied_by_featurisation_failures_stops_before_training(task, data_
         f"features (e.g. mol_id {split.sets['id'][0]} ({id_smiles}: no features)); make"
     )
     assert dm.datasets == {}
+
+
+class PulledApart(MorganFingerprint):
+    """A stand-in geometry: ETKDG + MMFF conformers where the listed molecules' first
+    heavy atom is pulled 5 Å away (a broken bond), and others have no geometry."""
+
+    name = "pulled"
+
+    def __init__(self, broken: list[str], missing: list[str]) -> None:
+        super().__init__(n_bits=64)
+        self.broken, self.missing = broken, missing
+
+    def params(self) -> dict:
+        return {"broken": self.broken, "missing": self.missing}
+
+    def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
+        from oodmol.data.featurize.conformers import embed
+
+        if mol.smiles in self.missing:
+            raise FeaturizationError("no geometry")
+        conformer = embed(mol.smiles)
+        pos = conformer.positions.copy()
+        if mol.smiles in self.broken:
+            pos[0] += 5.0
+        return {"z": conformer.atomic_numbers, "pos": pos}
+
+
+def test_geometry_filter_leaves_out_what_any_geometry_fails(task, data_dir) -> None:
+    """Molecules failing the checks of either geometry, or without one, leave every run
+    (the same molecules for both); counted per set and named in the run's data facts."""
+    data = load_task(task, data_dir, progress=False)
+    split = load_split(data, RandomSplitter(**SPLITTER), data_dir)
+    train = data.table.smiles[data.table.rows_of(split.sets["train"])].tolist()
+    broken, missing = train[:2], train[2:3]
+    geometries = {"a": PulledApart(broken, []), "b": PulledApart([], missing)}
+    dm = _module(task, data_dir, geometry_filter=geometries)
+    dm.prepare_data()
+    dm.setup()
+    facts = dm.feature_facts["geometry_filter"]
+    assert facts["left_out"] == {"train": 3}
+    assert dm.feature_facts["sizes_used"]["train"] == 7 - 3
+    assert facts["geometries"]["a"]["reasons"] == {
+        "bond broken": 2,
+        "fragments split off": 2,
+        "valence outside the table": 2,
+    }
+    assert facts["geometries"]["b"]["failed"] == 1
+    kept = set(data.table.smiles[data.table.rows_of(dm.set_ids["train"])].tolist())
+    assert not kept & set(broken + missing)

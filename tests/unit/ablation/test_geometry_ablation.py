@@ -1,0 +1,95 @@
+"""Known answers for `oodmol ablation geometry`: RMSE per model and geometry, the 3D
+models' OOD ranks and gap to the best 2D model, and per-molecule error changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from run_folders import PNG_MAGIC, run_folder
+
+from oodmol.ablation.__main__ import main
+
+GRAPH3D = "oodmol.data.featurize.graph3d.Graph3D"
+# (model, geometry, seed, id rmse, ood rmse): schnet is better than painn on mmff, worse
+# on xtb; the 2D tgnn's OOD RMSE is 2.0
+RUNS = [
+    ("schnet", "mmff", 0, 1.0, 3.0),
+    ("schnet", "mmff", 1, 1.2, 3.2),
+    ("schnet", "xtb", 0, 0.9, 2.6),
+    ("painn", "mmff", 0, 1.1, 4.0),
+    ("painn", "xtb", 0, 0.8, 2.2),
+    ("tgnn", "2d", 0, 0.7, 2.0),
+]
+
+
+def _runs(root: Path) -> None:
+    for model, geometry, seed, id_rmse, ood_rmse in RUNS:
+        folder = root / f"{model}-{geometry}-{seed}"
+        target = GRAPH3D if geometry != "2d" else "oodmol.data.featurize.graph2d.Graph2D"
+        conformers = "mmff" if geometry == "2d" else geometry
+        run_folder(
+            folder,
+            {
+                "task": "csd10k_density",
+                "model": model,
+                "split": "ood",
+                "seed": seed,
+                "data": {"geometry_filter": {"left_out": {"train": 3}}},
+                "id": {"rmse": id_rmse, "r2": 0.5, "n": 2},
+                "ood": {"rmse": ood_rmse, "n": 2},
+            },
+            f"model:\n  featurizer:\n    _target_: {target}\nconformers:\n  name: {conformers}\n",
+        )
+        # predictions: molecule 1 (ID) and 2 (OOD); xtb halves the OOD error of painn
+        ood_error = {"mmff": 1.0, "xtb": 0.5, "2d": 0.3}[geometry]
+        pd.DataFrame(
+            {
+                "mol_id": [1, 2],
+                "smiles": ["C", "CC"],
+                "set": ["id", "ood"],
+                "y_true": [0.0, 0.0],
+                "y_pred": [0.1, ood_error],
+            }
+        ).to_csv(folder / "predictions.csv", index=False)
+    run_folder(  # not a geometry experiment's run: not read
+        root / "other", {"task": "csd10k_density", "model": "mlp", "ood": {"rmse": 9.0, "n": 2}}
+    )
+
+
+def test_geometry_table_ranks_and_gaps(tmp_path: Path, capsys) -> None:
+    _runs(tmp_path / "runs")
+    changes = tmp_path / "changes.csv"
+    changes.write_text(
+        "mol_id,smiles,passed,problem,rmsd_heavy,rmsd_all,energy_change_kcal\n"
+        '1,C,1,"",0.1,0.2,-1.5\n2,CC,1,"",0.3,0.4,-6.0\n'
+    )
+    out = tmp_path / "out"
+    argv = ["geometry", str(tmp_path / "runs"), "--out", str(out), "--changes", str(changes)]
+    assert main(argv) == 0
+    table = pd.read_csv(out / "geometry.csv")
+    schnet_mmff = table[(table["model"] == "schnet") & (table["geometry"] == "mmff")].iloc[0]
+    assert schnet_mmff["seeds"] == 2
+    assert schnet_mmff["ood_rmse_mean"] == pytest.approx(3.1)
+    assert schnet_mmff["ood_rank_3d"] == 1
+    assert schnet_mmff["ood_over_best_2d"] == pytest.approx(1.55)
+    painn_xtb = table[(table["model"] == "painn") & (table["geometry"] == "xtb")].iloc[0]
+    assert painn_xtb["ood_rank_3d"] == 1 and painn_xtb["ood_over_best_2d"] == pytest.approx(1.1)
+    assert np.isnan(table[table["geometry"] == "2d"]["ood_rank_3d"]).all()
+    printed = capsys.readouterr().out
+    assert "mmff: schnet < painn; xtb: painn < schnet (changed)" in printed
+    molecules = pd.read_csv(out / "geometry-molecules.csv")
+    ood = molecules[(molecules["set"] == "ood") & (molecules["seed"] == 0)]
+    assert sorted(ood["error_change"]) == pytest.approx([-0.5, -0.5])
+    assert ood["rmsd_heavy"].tolist() == [0.3, 0.3]
+    assert ood["energy_change_kcal"].tolist() == [-6.0, -6.0]
+    assert len(molecules) == 4  # seed 1 of schnet has no xtb run to pair with
+    assert (out / "geometry.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_no_geometry_runs_is_a_user_error(tmp_path: Path, capsys) -> None:
+    run_folder(tmp_path / "runs" / "a", {"task": "t", "model": "mlp", "ood": {"rmse": 1.0}})
+    assert main(["geometry", str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 2
+    assert "experiment=geometry" in capsys.readouterr().err
