@@ -4,6 +4,7 @@ command line once)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ def test_unknown_command_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["exprot", "task=lipophilicity"]) == 2
     err = capsys.readouterr().err
     assert err == (
-        "[oodmol data] unknown command 'exprot'; give one of export, prepare, card "
+        "[oodmol data] unknown command 'exprot'; give one of export, prepare, card, geometry "
         "(see oodmol data --help)\n"
     )
 
@@ -53,3 +54,22 @@ def test_one_featurizer_without_brackets_is_one_name(
     args = ["task=csv", f"task.path={path}", "task.target_column=y", "progress=false"]
     assert main(["prepare", *args, "featurizers=morgan"]) == 0
     assert "[oodmol] morgan features: 20 molecules in" in capsys.readouterr().out
+
+
+def test_geometry_command_builds_checks_and_reports(
+    make_csv, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`geometry` builds the chosen geometry's 3D cache, checks every molecule and writes
+    the report (counts by reason, every molecule a row)."""
+    rows = [f"{'C' * k}O,{k * 0.5}" for k in range(1, 21)] + ["C1#CC1,3.0"]  # no conformer
+    path = make_csv("alcohols.csv", "smiles,y", rows)
+    args = ["task=csv", f"task.path={path}", "task.target_column=y", "progress=false"]
+    assert main(["geometry", *args, "threads=1", "conformers=mmff"]) == 0
+    out = capsys.readouterr().out
+    assert "[oodmol] mmff geometries of csv-alcohols: 20 of 21 pass the checks, 1 fail" in out
+    assert "[oodmol]   1 no geometry" in out
+    report = json.loads((data_dir / "geometry" / "csv-alcohols-mmff.json").read_text())
+    assert report["passed"] == 20 and report["reasons"] == {"no geometry": 1}
+    assert report["failed_molecules"]["20"].startswith("no geometry: C1#CC1: ETKDG embedding")
+    lines = (data_dir / "geometry" / "csv-alcohols-mmff.csv").read_text().splitlines()
+    assert len(lines) == 22 and lines[1] == '0,CO,1,"",,,'

@@ -79,7 +79,10 @@ def _build_in_child(cache: str, log_dir: str) -> None:
     build(SlowFeaturizer(log_dir, delay=0.05), Path(cache))
 
 
-def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path, often):
+def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path, often, monkeypatch):
+    # the child forked below starts its own workers: forked too (a fork server another
+    # test started belongs to this process, not to the child)
+    monkeypatch.setattr("oodmol.parallel.start_method", lambda: "fork")
     full_log, log = tmp_path / "full-log", tmp_path / "log"
     full_log.mkdir()
     log.mkdir()
@@ -156,13 +159,13 @@ def test_journal_logs_progress_and_time_left(tmp_path, often, caplog):
     assert "left" in progress[0]
 
 
+class Plain(SlowFeaturizer):
+    resumable = False
+
+
 def test_a_featurizer_that_is_not_resumable_keeps_no_journal(tmp_path, often):
     log = tmp_path / "log"
     log.mkdir()
-
-    class Plain(SlowFeaturizer):
-        resumable = False
-
     with pytest.raises(RuntimeError):
         build(Plain(str(log), fail_at=SMILES[3]), tmp_path / "cache")
     assert not list((tmp_path / "cache").glob("*.journal"))
