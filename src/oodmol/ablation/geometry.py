@@ -96,7 +96,8 @@ def geometry_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def ranking_answer(table: pd.DataFrame) -> list[str]:
-    """Per task, the 3D models' OOD order under each geometry, and whether it changed."""
+    """Per task, the 3D models' OOD order under each geometry and whether it changed, and
+    the best 3D model's OOD RMSE over the best 2D model's under each geometry."""
     lines = []
     for task, group in table[table["geometry"] != FLAT].groupby("task"):
         orders = {}
@@ -105,6 +106,10 @@ def ranking_answer(table: pd.DataFrame) -> list[str]:
         shown = "; ".join(f"{geo}: {' < '.join(order)}" for geo, order in orders.items())
         same = len({tuple(o) for o in orders.values()}) == 1
         lines.append(f"{task}: OOD RMSE order {shown} ({'same' if same else 'changed'})")
+        gaps = group.groupby("geometry")["ood_over_best_2d"].min().dropna()
+        if len(gaps):
+            shown = "; ".join(f"{geo}: {gap:.3g}" for geo, gap in gaps.items())
+            lines.append(f"{task}: best 3D OOD RMSE / best 2D OOD RMSE {shown}")
     return lines
 
 

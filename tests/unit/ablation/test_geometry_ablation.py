@@ -80,6 +80,7 @@ def test_geometry_table_ranks_and_gaps(tmp_path: Path, capsys) -> None:
     assert np.isnan(table[table["geometry"] == "2d"]["ood_rank_3d"]).all()
     printed = capsys.readouterr().out
     assert "mmff: schnet < painn; xtb: painn < schnet (changed)" in printed
+    assert "best 3D OOD RMSE / best 2D OOD RMSE mmff: 1.55; xtb: 1.1" in printed
     molecules = pd.read_csv(out / "geometry-molecules.csv")
     ood = molecules[(molecules["set"] == "ood") & (molecules["seed"] == 0)]
     assert sorted(ood["error_change"]) == pytest.approx([-0.5, -0.5])

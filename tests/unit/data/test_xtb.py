@@ -3,10 +3,16 @@ differences, the optimiser, charges, and the featuriser's cache identity."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+import time
+
 import numpy as np
 import pytest
 from rdkit import Chem
 
+from oodmol.data import store as store_module
 from oodmol.data.featurize.base import MolInput
 from oodmol.data.featurize.conformers import embed, embed_mol
 from oodmol.data.featurize.graph3d import Graph3D
@@ -17,6 +23,8 @@ from oodmol.data.featurize.xtb import (
     xtb_energy_gradient,
 )
 from oodmol.data.geometry_checks import aligned_rmsd
+from oodmol.data.store import FeatureStore
+from oodmol.data.table import MoleculeTable
 
 pytest.importorskip("tblite")
 
@@ -91,3 +99,41 @@ def test_graph3d_uses_a_given_geometry_whatever_the_optimizer() -> None:
     z, pos = np.array([8, 1, 1]), np.array([[0, 0, 0], [0.96, 0, 0], [-0.24, 0.93, 0]], np.float32)
     out = Graph3D(optimizer=XTBOptimizer())(MolInput("O", z, pos))
     np.testing.assert_array_equal(out["pos"], pos)
+
+
+def _xtb_build(cache: str) -> None:
+    FeatureStore.build_or_open(Graph3D(optimizer=XTBOptimizer()), _table(), cache, n_jobs=1)
+
+
+def _table() -> MoleculeTable:
+    smiles = [Chem.CanonSmiles(s) for s in ("CCO", "CC(=O)O", "CCN", "C[NH3+]", "OCCO", "CC=O")]
+    return MoleculeTable("t", np.arange(len(smiles)), np.array(smiles), {"y": np.zeros(6)})
+
+
+def test_a_killed_xtb_build_resumes_into_the_cache_an_uninterrupted_one_makes(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(store_module, "_JOURNAL_SECONDS", 0.0)  # a journal part per molecule
+    monkeypatch.setattr("oodmol.parallel.start_method", lambda: "fork")
+    full = FeatureStore.build_or_open(
+        Graph3D(optimizer=XTBOptimizer()), _table(), tmp_path / "full", n_jobs=1, progress=False
+    )
+    cache = tmp_path / "cache"
+    child = multiprocessing.get_context("fork").Process(target=_xtb_build, args=(str(cache),))
+    child.start()
+    deadline = time.monotonic() + 120
+    while not list(cache.glob("*.journal/*.part")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    done = len(list(cache.glob("*.journal/*.part")))
+    assert done >= 1 and not list(cache.glob("*.seal")), "the build was not stopped part-way"
+    resumed = FeatureStore.build_or_open(
+        Graph3D(optimizer=XTBOptimizer()), _table(), cache, n_jobs=1, progress=False
+    )
+    assert resumed.path.name == full.path.name  # one key, wherever it is built
+    for mol_id in range(6):
+        ours, theirs = resumed.get(mol_id), full.get(mol_id)
+        assert ours.keys() == theirs.keys()
+        for name in ours:
+            np.testing.assert_array_equal(ours[name], theirs[name])
