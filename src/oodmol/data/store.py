@@ -29,10 +29,11 @@ e.g. GFN2-xTB geometries) keeps a journal beside its cache while it builds
 part (their encoded features, or why they failed) are written as one part file,
 atomically (temporary name, sync, rename) and checked by its own CRC32 on reading. A build
 that was stopped (a signal, a crash, a killed process, a reboot) and is started again with
-the same key reads the journal, featurises only the molecules it lacks, and writes the
-cache from both; the journal is deleted once the cache is sealed. A damaged part is
-ignored with a warning (its molecules are featurised again). While it builds, a resumable
-build logs how many molecules are done and an estimate of the time left.
+the same key reads the journal (merging its parts into one where there are many),
+featurises only the molecules it lacks, and writes the cache from both; the journal is
+deleted once the cache is sealed. A damaged part is ignored with a warning (its molecules
+are featurised again). While it builds, a resumable build logs how many molecules are
+done and an estimate of the time left.
 """
 
 from __future__ import annotations
@@ -525,6 +526,7 @@ def _fsync_dir(folder: Path) -> None:
 _JOURNAL_MAGIC = b"OODMOLJ1"
 _JOURNAL_SECONDS = 60.0  # a part at least this often while molecules finish
 _JOURNAL_RECORDS = 4096  # ... or once this many are waiting
+_JOURNAL_COMPACT = 64  # a build that finds more parts than this merges them into one
 
 
 class Journal:
@@ -553,11 +555,18 @@ class Journal:
             return found
         for leftover in self.folder.glob(".tmp-*"):
             leftover.unlink(missing_ok=True)
+        intact = []
         for part in sorted(self.folder.glob("*.part")):
             try:
                 found.update(self._read_part(part))
+                intact.append(part)
             except (OSError, ValueError, KeyError, TypeError, struct.error) as error:
                 log.warning("ignoring damaged journal part %s (%s)", part, error)
+        if len(intact) > _JOURNAL_COMPACT:  # one part for them all: fewer files to read
+            self._write_part([(m, *outcome) for m, outcome in found.items()])
+            for part in intact:
+                part.unlink(missing_ok=True)
+            _fsync_dir(self.folder)
         return found
 
     def _read_part(self, part: Path) -> dict[int, tuple[bytes | None, int, str | None]]:
@@ -600,9 +609,16 @@ class Journal:
         self.last_flush = time.monotonic()
         if not self.pending:
             return
-        records = [[m, 0 if v is None else len(v), n, f] for m, v, n, f in self.pending]
+        self._write_part(self.pending)
+        self.pending = []
+        self._log_progress()
+
+    def _write_part(self, items: list[tuple[int, bytes | None, int, str | None]]) -> None:
+        """One part file of `items` (mol_id, encoded features, non-finite values,
+        failure), written under a temporary name, synced and renamed into place."""
+        records = [[m, 0 if v is None else len(v), n, f] for m, v, n, f in items]
         header = json.dumps({"key": self.key, "records": records}).encode()
-        payload = b"".join(v for _, v, _, _ in self.pending if v is not None)
+        payload = b"".join(v for _, v, _, _ in items if v is not None)
         body = header + payload
         crc = zlib.crc32(body)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -615,8 +631,6 @@ class Journal:
             os.fsync(f.fileno())
         os.replace(tmp, self.folder / name)
         _fsync_dir(self.folder)
-        self.pending = []
-        self._log_progress()
 
     def _log_progress(self) -> None:
         fresh = self.done - self.done_before

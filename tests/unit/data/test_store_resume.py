@@ -169,3 +169,31 @@ def test_a_featurizer_that_is_not_resumable_keeps_no_journal(tmp_path, often):
     with pytest.raises(RuntimeError):
         build(Plain(str(log), fail_at=SMILES[3]), tmp_path / "cache")
     assert not list((tmp_path / "cache").glob("*.journal"))
+
+
+def test_many_journal_parts_are_merged_into_one_when_read(tmp_path, often, monkeypatch):
+    monkeypatch.setattr(store_module, "_JOURNAL_COMPACT", 4)
+    log = tmp_path / "log"
+    log.mkdir()
+    full = contents(build(SlowFeaturizer(str(log)), tmp_path / "full"))
+    cache = tmp_path / "cache"
+    with pytest.raises(RuntimeError):
+        build(SlowFeaturizer(str(log), fail_at=SMILES[8]), cache)
+    (journal,) = cache.glob("*.journal")
+    assert len(list(journal.glob("*.part"))) == 8
+    found = store_module.Journal(journal, journal_key(cache)).read()
+    assert len(found) == 8 and len(list(journal.glob("*.part"))) == 1  # merged
+    assert store_module.Journal(journal, journal_key(cache)).read() == found
+    first = len(calls(log))
+    assert contents(build(SlowFeaturizer(str(log)), cache)) == full
+    assert len(calls(log)) - first == len(SMILES) - 8
+
+
+def journal_key(cache: Path) -> str:
+    """The key the journal in `cache` was written for (its parts' headers say it)."""
+    import json
+    import struct
+
+    part = next(cache.glob("*.journal/*.part")).read_bytes()
+    _, n_header, _, _ = struct.unpack_from("<8sIII", part)
+    return json.loads(part[20 : 20 + n_header])["key"]
