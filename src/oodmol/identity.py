@@ -61,8 +61,9 @@ TRAINER_EXECUTION_KEYS = frozenset(
         "plugins",
     }
 )
-# keys anywhere in the tree that hold a location, never a setting
-LOCATION_KEYS = frozenset({"dirpath", "output_dir", "save_dir"})
+# keys anywhere in the tree that hold a location or say how many threads do the work
+# (a geometry optimiser's), never a setting that changes a result
+LOCATION_KEYS = frozenset({"dirpath", "output_dir", "save_dir", "threads"})
 # model settings every config has (configs/train.yaml) that change nothing at these
 # values: left out of the key then, so runs made before they existed keep their folders
 NEUTRAL_MODEL_SETTINGS = {"init_from": None, "freeze": []}

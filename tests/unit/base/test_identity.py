@@ -104,3 +104,10 @@ def test_the_geometry_changes_the_key_of_3d_models_only() -> None:
     assert key("model=schnet", "geometry_filter=[mmff,xtb]") != key("model=schnet")
     assert key("model=mlp", "geometry_filter=[mmff,xtb]") != key("model=mlp")
     assert key("model=schnet", "geometry_filter=null") == key("model=schnet")
+
+
+def test_the_optimisers_threads_leave_the_key_its_settings_do_not() -> None:
+    """How many threads optimise a geometry changes how fast, not where it ends."""
+    xtb = key("model=schnet", "conformers=xtb")
+    assert key("model=schnet", "conformers=xtb", "conformers.optimizer.threads=4") == xtb
+    assert key("model=schnet", "conformers=xtb", "conformers.optimizer.max_steps=10") != xtb
