@@ -59,7 +59,7 @@ def test_three_selections_and_the_share_recovered(tmp_path: Path, capsys) -> Non
 
 def test_runs_without_both_validation_sets_are_an_error(tmp_path: Path, capsys) -> None:
     _trial(tmp_path / "runs", "d0", "t", id_val=1.0, tail=None, ood=1.0)
-    assert main(["selection", str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 1
+    assert main(["selection", str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 2
     assert "no complete run scored both validation sets" in capsys.readouterr().err
 
 

@@ -116,6 +116,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     best = root / "toy" / "checkpoints" / "best.ckpt"
     rescore = [
         "evaluate.py",
+        f"--config-dir={root / 'configs'}",  # names the toy's _target_s: they may be built
         f"ckpt_path={best}",
         "progress=false",
         f"hydra.run.dir={root / 'again'}",
@@ -154,8 +155,9 @@ def test_toy_model_trains_through_train_py(runs: TinyTask) -> None:
 
 def test_the_tested_weights_are_the_averaged_ones(runs: TinyTask) -> None:
     """evaluate.py loads best.ckpt's state_dict (the average) into a model rebuilt from
-    the checkpoint alone (the toy code is on PYTHONPATH, the configs folder is not
-    needed): its predictions are the run's own."""
+    the checkpoint's config (the toy code is on PYTHONPATH; the configs folder names its
+    classes, without which a checkpoint's class is never built): its predictions are the
+    run's own."""
     runs.result("again").ok()
     ours, again = (
         scored_rows(pd.read_csv(runs.root / name / "predictions.csv")).reset_index(drop=True)

@@ -19,6 +19,7 @@ from paths import REPO
 from sklearn.ensemble import RandomForestRegressor
 
 from oodmol.data.batches import VectorBatch
+from oodmol.inference.checkpoint import CheckpointError
 from oodmol.inference.predict import predict_file
 from oodmol.inference.rescore import score_checkpoint
 from oodmol.models.sklearn import RandomForestModule
@@ -239,10 +240,15 @@ def test_malicious_torch_pickle_is_refused_by_every_checkpoint_loader(tmp_path: 
     torch.load(path, weights_only=False)["x"].close()  # live when fully unpickled
     assert marker.exists()
     marker.unlink()
-    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+    refused = "holds objects that only code can rebuild, which oodmol never loads"
+    with pytest.raises(CheckpointError, match=refused):
         score_checkpoint(OmegaConf.create({"ckpt_path": str(path)}), tmp_path)
-    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
-        predict_file(OmegaConf.create({"ckpt_path": str(path)}))
+    with pytest.raises(CheckpointError, match=refused):
+        predict_file(
+            OmegaConf.create(
+                {"ckpt_path": str(path), "input": "in.csv", "out": str(tmp_path / "out.csv")}
+            )
+        )
     with pytest.raises(RunFolderError, match="cannot be read as a checkpoint"):
         read_run_entry(path)
     assert not marker.exists()

@@ -124,7 +124,7 @@ def test_one_training_size_has_no_slope(tmp_path: Path, capsys) -> None:
          "ood": {"rmse": 2.0}},
         "split:\n  subset: [0.5, 0]\n",
     )  # fmt: skip
-    assert main(["learning-curve", str(tmp_path / "r"), "--out", str(tmp_path / "o")]) == 1
+    assert main(["learning-curve", str(tmp_path / "r"), "--out", str(tmp_path / "o")]) == 2
     assert "at least two training set sizes" in capsys.readouterr().err
 
 

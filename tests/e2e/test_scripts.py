@@ -33,10 +33,15 @@ def run_script(name: str, *args: str, cwd: Path, **env: str) -> subprocess.Compl
 
 
 def boom_grid_sizes() -> dict[str, int]:
-    """How many values each sweep param of configs/experiment/boom.yaml lists."""
+    """How many values each sweep param of configs/experiment/boom.yaml lists; its tasks
+    are the task YAMLs that say `benchmark: boom` (BOOM's 10 and Lipophilicity)."""
     experiment = yaml.safe_load((ROOT / "configs" / "experiment" / "boom.yaml").read_text())
     params = experiment["hydra"]["sweeper"]["params"]
-    return {key: len(str(values).split(",")) for key, values in params.items()}
+    sizes = {key: len(str(values).split(",")) for key, values in params.items()}
+    tasks = [yaml.safe_load(p.read_text()) for p in (ROOT / "configs" / "task").glob("*.yaml")]
+    sizes["task"] = sum(task.get("benchmark") == "boom" for task in tasks)
+    assert sizes["task"] == 11
+    return sizes
 
 
 @pytest.mark.parametrize("name", ALL)

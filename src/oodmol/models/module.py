@@ -190,7 +190,9 @@ class PropertyRegressor(ConfiguredOptimisation, Regressor):
             out, target = out / atoms, target / atoms
         loss = self.likelihood.loss(out, target)
         self.log("train_loss", loss, batch_size=len(target), prog_bar=True)
-        if self.mc_dropout is not None:
+        # the training set's size is known from setup("fit") on; a step before it (the
+        # memory probe's) leaves out the regulariser, a few scalars per dropout layer
+        if self.mc_dropout is not None and self.n_train:
             loss = loss + self.mc_dropout.regularization(self.n_train)
             self.log_dict(self.mc_dropout.rates(), batch_size=len(target))
         return loss
