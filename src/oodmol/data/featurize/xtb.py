@@ -22,7 +22,9 @@ takes 20-400 steps (median near 80), a few seconds.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields
 from importlib.metadata import version
+from typing import ClassVar
 
 import numpy as np
 from rdkit import Chem
@@ -70,6 +72,7 @@ def _calculator(numbers, positions_bohr, charge, unpaired, method="GFN2-xTB"):
     return calculator
 
 
+@dataclass
 class XTBOptimizer(GeometryOptimizer):
     """GFN2-xTB re-optimisation of a conformer (see the module docstring).
 
@@ -79,49 +82,36 @@ class XTBOptimizer(GeometryOptimizer):
     optimal superposition, heavy atoms and all atoms, Å), `steps` (int32 [1]: energy +
     gradient evaluations) and `gradient_norm` (float64 [1]: at the end, Eh/bohr).
     `threads` bounds tblite's OpenMP threads in each worker process (the cache's build
-    runs one molecule per worker, on every core).
+    runs one molecule per worker, on every core); it changes no geometry, so it is not
+    one of the cache key's `params`.
     """
 
-    name = "xtb"
+    name: ClassVar[str] = "xtb"
 
-    def __init__(
-        self,
-        method: str = "GFN2-xTB",
-        max_steps: int = 1000,
-        energy_tolerance: float = 5.0e-6,
-        gradient_tolerance: float = 1.0e-3,
-        max_step: float = 0.3,
-        memory: int = 20,
-        accuracy: float = 1.0,
-        threads: int = 1,
-    ) -> None:
-        if max_steps < 1 or memory < 1 or max_step <= 0 or threads < 1:
+    method: str = "GFN2-xTB"
+    max_steps: int = 1000
+    energy_tolerance: float = 5.0e-6
+    gradient_tolerance: float = 1.0e-3
+    max_step: float = 0.3
+    memory: int = 20
+    accuracy: float = 1.0
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1 or self.memory < 1 or self.max_step <= 0 or self.threads < 1:
             raise ValueError(
-                f"XTBOptimizer: max_steps ({max_steps}), memory ({memory}), max_step "
-                f"({max_step}) and threads ({threads}) must be positive"
+                f"XTBOptimizer: max_steps ({self.max_steps}), memory ({self.memory}), "
+                f"max_step ({self.max_step}) and threads ({self.threads}) must be positive"
             )
-        self.method = method
-        self.max_steps = int(max_steps)
-        self.energy_tolerance = float(energy_tolerance)
-        self.gradient_tolerance = float(gradient_tolerance)
-        self.max_step = float(max_step)
-        self.memory = int(memory)
-        self.accuracy = float(accuracy)
-        self.threads = int(threads)
+        for setting in fields(self):  # 1 and 1.0 must give the cache one key
+            number = {"int": int, "float": float}.get(str(setting.type))
+            if number is not None:
+                setattr(self, setting.name, number(getattr(self, setting.name)))
 
     def params(self) -> dict:
-        return {
-            "version": 1,
-            "method": self.method,
-            "tblite": version("tblite"),
-            "optimizer": "lbfgs-cartesian",
-            "max_steps": self.max_steps,
-            "energy_tolerance": self.energy_tolerance,
-            "gradient_tolerance": self.gradient_tolerance,
-            "max_step": self.max_step,
-            "memory": self.memory,
-            "accuracy": self.accuracy,
-        }
+        settings = {k: v for k, v in asdict(self).items() if k != "threads"}
+        made_by = {"version": 1, "tblite": version("tblite"), "optimizer": "lbfgs-cartesian"}
+        return made_by | settings
 
     def __call__(self, mol: Chem.Mol, start: Conformer) -> dict[str, np.ndarray]:
         charge = Chem.GetFormalCharge(mol)
