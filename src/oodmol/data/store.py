@@ -622,14 +622,14 @@ class Journal:
         body = header + payload
         crc = zlib.crc32(body)
         self.folder.mkdir(parents=True, exist_ok=True)
-        name = f"{time.time_ns():020d}-{os.getpid()}.part"
-        tmp = self.folder / f".tmp-{name}"
+        stem = f"{time.time_ns():020d}-{os.getpid()}"
+        tmp = self.folder / f".tmp-{stem}"  # never `*.part` until it is whole
         with open(tmp, "wb") as f:
             f.write(struct.pack("<8sIII", _JOURNAL_MAGIC, len(header), len(payload), crc))
             f.write(body)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, self.folder / name)
+        os.replace(tmp, self.folder / f"{stem}.part")
         _fsync_dir(self.folder)
 
     def _log_progress(self) -> None:

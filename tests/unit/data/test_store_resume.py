@@ -76,6 +76,7 @@ def often(monkeypatch):
 
 
 def _build_in_child(cache: str, log_dir: str) -> None:
+    os.setpgid(0, 0)  # its workers with it: the whole build is killed at once
     build(SlowFeaturizer(log_dir, delay=0.05), Path(cache))
 
 
@@ -96,7 +97,8 @@ def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path, often, m
     deadline = time.monotonic() + 60
     while len(list(cache.glob("*.journal/*.part"))) < 5 and time.monotonic() < deadline:
         time.sleep(0.01)
-    os.kill(child.pid, signal.SIGKILL)  # no chance to clean up or flush
+    # no chance to clean up or flush, and no worker left to finish a molecule it had begun
+    os.killpg(child.pid, signal.SIGKILL)
     child.join()
     parts = list(cache.glob("*.journal/*.part"))
     assert 5 <= len(parts) < len(SMILES), "the build was not stopped part-way"
