@@ -16,7 +16,7 @@ resident memory minus its resident memory before the model was built. The last l
 ``model=gotennet reference_ratio=<ours/reference> ceiling_ratio=<...>``: the ratio of
 training molecules per second, and the largest reference_ratio our FLOPs allow (the
 reference's step time over our step's FLOPs at the measured matmul peak of its typical
-shape, bench/roofline.py's `matmul_floor_ms`); the protocol is `bench.harness`'s.
+shape, bench/flops.py's `matmul_floor_ms`); the protocol is `bench.harness`'s.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ side after its shared batches (the memory baseline lies between, and the seed is
 then, in this order: one warm-up training step and `--batches` timed ones (train mode);
 as many forward passes without gradients after a warm-up one (eval mode), where the side
 has them; its neighbour search over the timed batches, where it has one; for ours (the
-first side), the FLOPs floor of its training step (`bench.roofline.matmul_floor_ms`);
+first side), the FLOPs floor of its training step (`bench.flops.matmul_floor_ms`);
 its peak resident memory over the baseline. Its last line of output is its figures, as
 JSON. Rates are molecules per second of the bench's clock (wall, or the process's CPU
 time), as is `step_ms`; the wall-clock rates are kept beside.
@@ -47,6 +47,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench.flops import matmul_floor_ms
+from bench.molecules import benchmark_batches
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -161,13 +164,19 @@ def optimiser_step(optimizer, loss: Callable[[Any], Any]) -> Callable[[Any], Non
     return step
 
 
+def training_step(model, optimizer) -> Callable[[Any], None]:
+    """One training step as the benches time it: the model's own training loss (its
+    `training_step`, which logs nothing without a trainer), backward and the optimiser's
+    step."""
+    return optimiser_step(optimizer, lambda batch: model.training_step(batch, 0))
+
+
 def shared_batches(args: argparse.Namespace, model: str) -> tuple:
     """What the sides of a model share by default: `model=<model>`'s composed config,
     datamodule and the `--batches` + 1 batches of every bench's molecules
-    (`bench.models_throughput.benchmark_batches`); our neighbour search is the pure-torch
+    (`bench.molecules.benchmark_batches`); our neighbour search is the pure-torch
     one, as in the project's environment (no torch-cluster)."""
     import oodmol.models.neighbors as neighbors
-    from bench.models_throughput import benchmark_batches
 
     neighbors.HAS_TORCH_CLUSTER = False
     return benchmark_batches(model, args.batch_size, args.batches)
@@ -225,7 +234,7 @@ def median(runs: Iterable[dict], key: str) -> float:
 
 def ceiling_ratio(reference_runs: list[dict], our_runs: list[dict]) -> float:
     """The largest reference_ratio ours could reach at its FLOPs: the reference's median
-    step time over our median `floor_ms` (`bench.roofline.matmul_floor_ms`)."""
+    step time over our median `floor_ms` (`bench.flops.matmul_floor_ms`)."""
     return median(reference_runs, "step_ms") / median(our_runs, "floor_ms")
 
 
@@ -261,8 +270,6 @@ def measure(bench: Reference, args: argparse.Namespace, model: str, side: str) -
     """One side's figures (in a child process), as the module docstring says."""
     import numpy as np
     import torch
-
-    from bench.roofline import matmul_floor_ms
 
     shared = bench.setup(args, model)
     baseline = rss_mb()

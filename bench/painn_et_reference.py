@@ -20,7 +20,7 @@ the model was built. The last line per model is
 ``model=<name> reference_ratio=<ours/reference> ceiling_ratio=<...>``: the ratio of
 training molecules per second, and the largest reference_ratio our FLOPs allow (the
 reference's step time over our step's FLOPs at the measured matmul peak of its typical
-shape, bench/roofline.py's `matmul_floor_ms`). `--compile` adds a third side, ours with
+shape, bench/flops.py's `matmul_floor_ms`). `--compile` adds a third side, ours with
 `compile_backbone` (torch.compile; its compilation falls in the warm-up batches), and
 ``compiled_ratio=<ours compiled/reference>``; the reference runs as published, eager.
 """
@@ -36,7 +36,6 @@ import torch
 from torch import nn
 
 from bench import harness
-from bench.models_throughput import training_step
 
 
 def schnetpack() -> types.SimpleNamespace:
@@ -153,7 +152,7 @@ def build(args, name: str, side: str, shared: tuple) -> harness.Side:
         backbone.reference = reference
         backbone.embed = lambda batch: embed(reference, backbone, batch)
     model.compile_backbone = side == "compiled"
-    step = training_step(model, model.optimizer_factory(model.parameters()))
+    step = harness.training_step(model, model.optimizer_factory(model.parameters()))
     return harness.Side(
         model, batches, lambda k: step(batches[k]), infer=lambda k: model(batches[k])
     )

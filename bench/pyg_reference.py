@@ -28,7 +28,7 @@ resident memory minus its resident memory before the model was built. The last l
 are ``model=<name> reference_ratio=<ours/PyG> wall_ratio=<...> ceiling_ratio=<...>``: the
 ratios of training molecules per CPU second and per wall-clock second, and the largest
 reference_ratio our FLOPs allow (PyG's step time over our step's FLOPs at the measured
-matmul peak of its typical shape, bench/roofline.py's `matmul_floor_ms`).
+matmul peak of its typical shape, bench/flops.py's `matmul_floor_ms`).
 """
 
 from __future__ import annotations
