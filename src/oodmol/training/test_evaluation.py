@@ -88,6 +88,7 @@ class TestEvaluation(L.Callback):
             "status": "complete",
             "split_hash": dm.split.hash,
             "n_params": int(pl_module.n_params()),
+            **getattr(pl_module, "fit_facts", dict)(),
             "property": dm.task.property,
             "units": dm.task.units,
             "data": data,

@@ -21,7 +21,9 @@ MAX_ATOMS = 300
 
 
 class RDKitDescriptors(Featurizer):
-    """All of `rdkit.Chem.Descriptors._descList`, in that order, as one float64 vector `x`.
+    """All of `rdkit.Chem.Descriptors._descList`, in that order, as one float64 vector `x`;
+    or the descriptors `names` lists, in its order (a physicochemical subset:
+    configs/featurizer/physchem.yaml).
 
     float64 because some descriptors (`Ipc` before its log, some BCUT/Chi sums on large
     molecules) exceed float32 and would turn into inf. `Ipc` is replaced by log(1 + Ipc)
@@ -42,8 +44,16 @@ class RDKitDescriptors(Featurizer):
         max_smiles_length: int = MAX_SMILES_LENGTH,
         max_atoms: int = MAX_ATOMS,
         time_limit: float | None = TIME_LIMIT,
+        names: list[str] | None = None,
     ) -> None:
-        self.names: tuple[str, ...] = tuple(_FUNCTIONS)
+        if names is not None:
+            unknown = [name for name in names if name not in _FUNCTIONS]
+            if unknown or not names:
+                raise ValueError(
+                    f"descriptors: {unknown or 'an empty list'} not in RDKit's descriptor list "
+                    "(rdkit.Chem.Descriptors._descList)"
+                )
+        self.names: tuple[str, ...] = tuple(_FUNCTIONS) if names is None else tuple(names)
         self.max_smiles_length = max_smiles_length
         self.max_atoms = max_atoms
         self.time_limit = seconds(time_limit)
