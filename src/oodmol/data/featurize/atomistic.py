@@ -20,6 +20,7 @@ data sets; a molecule with another element is refused with the reason.
 from __future__ import annotations
 
 import math
+import warnings
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
@@ -388,7 +389,9 @@ class MBTR(AtomisticRepresentation):
                 )
 
             mbtr = self._calculator(f"mbtr{self.species}{name}{term}", make)
-            parts.append(mbtr.create(atoms))
+            with warnings.catch_warnings():  # dscribe 2.1.2 reads ase's deprecated calculator
+                warnings.simplefilter("ignore", FutureWarning)
+                parts.append(mbtr.create(atoms))
         return np.concatenate(parts)
 
 
