@@ -350,7 +350,7 @@ class KernelRegressionModule(Regressor):
         alphas: Sequence[float] = ALPHAS,
         folds: int = 5,
         cv_seed: int = 0,
-        search_molecules: int | None = 4000,
+        search_molecules: int | None = 2000,
         exact_molecules: int = 15000,
         landmarks: int = 4000,
         variance: bool = False,
