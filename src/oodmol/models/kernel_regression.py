@@ -10,10 +10,12 @@ settings) are chosen by cross-validation inside the training data alone. Here:
   a grid of length scales (relative to the median distance between training molecules;
   rbf and laplacian kernels) × regularisations α (BenchML's `logspace(-9, 7, 17)`),
   scored by the RMSE of all held-out folds together. One eigendecomposition per fold and
-  length scale gives every α at once. Above `search_molecules` training molecules the
-  search runs on a seeded subset of that many (α estimates a noise-to-signal ratio, which
-  does not shrink with the training set as a regularisation per molecule would); the
-  final model is fitted on every training molecule.
+  length scale gives every α at once. Above `search_molecules` training molecules a
+  search in the dual (an n × n kernel per fold) runs on a seeded subset of that many (α
+  estimates a noise-to-signal ratio, which does not shrink with the training set as a
+  regularisation per molecule would); a linear kernel solved in feature space (fewer
+  features than molecules) searches on every training molecule. The final model is
+  fitted on every training molecule.
 - **The fit**: exact (a Cholesky factorisation of K + αI) up to `exact_molecules`
   training molecules, else a Nyström approximation on `landmarks` training molecules
   drawn at random (φ(x) = K_mm^{-1/2} k_m(x), solved in that feature space). The linear
@@ -111,7 +113,7 @@ def search(
     order = np.random.default_rng(seed).permutation(n)
     fold_of = np.empty(n, dtype=np.int64)
     fold_of[order] = np.arange(n) % folds
-    explicit = kernel in kernels.EXPLICIT and x.shape[1] < n * (folds - 1) // folds
+    explicit = kernels.primal(kernel, x.shape[1], n * (folds - 1) // folds)
     if explicit:
         phi = kernels.features(kernel, x)
         scale, values = 1.0, None
@@ -284,7 +286,7 @@ def fit(
     fewer features than molecules, Nyström on `landmarks` molecules beyond. `variance`:
     keep what the GP's variance needs."""
     n, d = x.shape
-    if kernel in kernels.EXPLICIT and d < n:
+    if kernels.primal(kernel, d, n):
         return _feature_space(kernel, "primal", kernels.features(kernel, x), y, alpha, variance)
     if n <= exact_molecules:
         k = kernels.kernel(kernel, x, x, length_scale)
@@ -388,7 +390,14 @@ class KernelRegressionModule(Regressor):
                 "(model/representation=ecfp4, ecfp4_counts, ...), or another kernel"
             )
         rows = np.arange(len(x))
-        if self.search_molecules is not None and len(x) > self.search_molecules:
+        in_feature_space = kernels.primal(
+            self.kernel, x.shape[1], len(x) * (self.folds - 1) // self.folds
+        )
+        if (
+            self.search_molecules is not None
+            and len(x) > self.search_molecules
+            and not in_feature_space
+        ):
             rng = np.random.default_rng(self.cv_seed)
             rows = np.sort(rng.choice(len(x), size=self.search_molecules, replace=False))
         log.info(

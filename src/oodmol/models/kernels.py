@@ -33,6 +33,12 @@ def check_kernel(name: str) -> str:
     return name
 
 
+def primal(name: str, n_features: int, n_molecules: int) -> bool:
+    """Whether k is solved in feature space: a linear kernel with fewer features than
+    molecules (the d × d system is the smaller one)."""
+    return name in EXPLICIT and n_features < n_molecules
+
+
 def features(name: str, x: np.ndarray) -> np.ndarray:
     """The explicit feature map of a linear kernel: k(x, y) = φ(x) · φ(y)."""
     x = np.asarray(x, dtype=np.float64)

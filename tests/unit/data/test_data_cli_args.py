@@ -15,10 +15,10 @@ from oodmol.data.__main__ import main
 @pytest.mark.parametrize(
     ("argument", "group"),
     [
-        ("task=nope", "task"),
-        ("split=nope", "split"),
-        ("featurizers=[morgan,nope]", "featurizer"),
-        ("featurizers=nope", "featurizer"),
+        ("task=xyzzy", "task"),
+        ("split=xyzzy", "split"),
+        ("featurizers=[morgan,xyzzy]", "featurizer"),
+        ("featurizers=xyzzy", "featurizer"),
     ],
 )
 def test_unknown_name_lists_the_available_ones(
@@ -29,7 +29,7 @@ def test_unknown_name_lists_the_available_ones(
     known = sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
     assert len(known) >= 3
     assert err == (
-        f"[oodmol data] {argument}: there is no {group} 'nope'; the choices are "
+        f"[oodmol data] {argument}: there is no {group} 'xyzzy'; the choices are "
         f"{', '.join(known)} (configs/{group}/*.yaml)\n"
     )
     assert not any(data_dir.iterdir()), "nothing may be read or written"
@@ -53,3 +53,16 @@ def test_one_featurizer_without_brackets_is_one_name(
     args = ["task=csv", f"task.path={path}", "task.target_column=y", "progress=false"]
     assert main(["prepare", *args, "featurizers=morgan"]) == 0
     assert "[oodmol] morgan features: 20 molecules in" in capsys.readouterr().out
+
+
+def test_representations_are_prepared_as_the_regressors_read_them(
+    make_csv, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`representations=[...]` builds the caches of configs/model/representation (ECFP6
+    counts: radius 3, counts); an unknown one is named with the choices."""
+    path = make_csv("chains.csv", "smiles,y", [f"{'C' * k}O,{k * 0.5}" for k in range(1, 21)])
+    args = ["task=csv", f"task.path={path}", "task.target_column=y", "progress=false"]
+    assert main(["prepare", *args, "featurizers=[]", "representations=[ecfp6_counts]"]) == 0
+    assert "[oodmol] ecfp6_counts features: 20 molecules in" in capsys.readouterr().out
+    assert main(["prepare", *args, "representations=[xyzzy]"]) == 2
+    assert "there is no representation 'xyzzy'" in capsys.readouterr().err

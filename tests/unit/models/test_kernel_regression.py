@@ -235,6 +235,8 @@ def test_the_module_standardises_targets_and_records_its_search(data) -> None:
     assert facts["search"]["n_molecules"] == 80 and facts["n_train"] == 120
     assert facts["search"]["alpha"] in (1e-3, 1e-1)
     assert facts["method"] == "gp" and facts["solver"] == "dual"
+    ridge = module_fitted("dot", False, x, y_units).fit_facts()["fit"]  # in feature space:
+    assert ridge["search"]["n_molecules"] == 120 and ridge["solver"] == "primal"  # all
     model = module.model
     standardised = (y_units - y_units.mean()) / y_units.std(ddof=1)
     reference = KernelRidge(alpha=model.alpha, kernel="precomputed")
