@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,7 @@ CHECKPOINT_KEY = "kernel_regression"
 FORMAT = 1
 ALPHAS = tuple(float(a) for a in np.logspace(-9, 7, 17))  # BenchML's regularisation_range
 SOLVERS = ("dual", "primal", "nystrom")
+_ROWS_PER_BLOCK = 8192  # rows of the Nyström feature map at a time: bounds its memory
 
 
 @dataclass
@@ -131,9 +132,10 @@ def search(
         for f in range(folds):
             train, test = np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)
             if explicit:
-                gram = phi[train].T @ phi[train]
-                s, v = eigh(gram, check_finite=False)
-                b = v.T @ (phi[train].T @ y[train])
+                rows = phi[train]
+                s, v = eigh(rows.T @ rows, check_finite=False)
+                b = v.T @ (rows.T @ y[train])
+                del rows
                 projected = phi[test] @ v
             else:
                 s, v = eigh(k_full[np.ix_(train, train)], check_finite=False)
@@ -303,22 +305,39 @@ def fit(
     s, u = eigh(kernels.kernel(kernel, centres, centres, length_scale), check_finite=False)
     keep = s > s.max() * 1e-10
     projection = u[:, keep] / np.sqrt(s[keep])
-    phi = kernels.kernel(kernel, x, centres, length_scale) @ projection
-    model = _feature_space(kernel, "nystrom", phi, y, alpha, variance)
+
+    def phi_blocks():
+        """Φ by blocks of rows: Φ (n × m) itself is never held."""
+        for start in range(0, n, _ROWS_PER_BLOCK):
+            block = x[start : start + _ROWS_PER_BLOCK]
+            yield kernels.kernel(kernel, block, centres, length_scale) @ projection
+
+    model = _feature_space(kernel, "nystrom", phi_blocks(), y, alpha, variance)
     model.length_scale, model.landmarks, model.projection = length_scale, centres, projection
     return model
 
 
 def _feature_space(
-    kernel: str, solver: str, phi: np.ndarray, y: np.ndarray, alpha: float, variance: bool
+    kernel: str,
+    solver: str,
+    phi: np.ndarray | Iterable[np.ndarray],
+    y: np.ndarray,
+    alpha: float,
+    variance: bool,
 ) -> FittedKernelModel:
     """Ridge in feature space: w = (ΦᵀΦ + αI)⁻¹Φᵀy; s² by the push-through identity,
-    yᵀ(ΦΦᵀ + αI)⁻¹y = (yᵀy − yᵀΦ w) / α."""
-    gram = phi.T @ phi
+    yᵀ(ΦΦᵀ + αI)⁻¹y = (yᵀy − yᵀΦ w) / α. Φ may come as consecutive blocks of rows."""
+    blocks = [phi] if isinstance(phi, np.ndarray) else phi
+    gram, projected, start = None, None, 0
+    for block in blocks:
+        part = y[start : start + len(block)]
+        start += len(block)
+        gram = block.T @ block if gram is None else gram + block.T @ block
+        projected = block.T @ part if projected is None else projected + block.T @ part
     gram[np.diag_indices_from(gram)] += alpha
     lower = np.linalg.cholesky(gram)
-    coef = cho_solve((lower, True), phi.T @ y, check_finite=False)
-    signal = float(y @ y - (y @ phi) @ coef) / alpha / len(y)
+    coef = cho_solve((lower, True), projected, check_finite=False)
+    signal = float(y @ y - projected @ coef) / alpha / len(y)
     return FittedKernelModel(
         kernel,
         solver,

@@ -105,9 +105,12 @@ def distance_scale(name: str, values: np.ndarray) -> float:
 
 
 def squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """‖a_i − b_j‖², through dot products (one matrix product), clipped at 0."""
-    out = np.einsum("ij,ij->i", a, a)[:, None] + np.einsum("ij,ij->i", b, b)[None, :]
-    out -= 2.0 * (a @ b.T)
+    """‖a_i − b_j‖², through dot products (one matrix product, no other temporary of
+    its size), clipped at 0."""
+    out = a @ b.T
+    out *= -2.0
+    out += np.einsum("ij,ij->i", a, a)[:, None]
+    out += np.einsum("ij,ij->i", b, b)[None, :]
     return np.maximum(out, 0.0, out=out)
 
 
