@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
 from oodmol.ablation.learning_curve import power_law
@@ -102,12 +103,19 @@ def rmse_table(rows: pd.DataFrame) -> pd.DataFrame:
         .reset_index()
     )
     table["ratio"] = table["ood_rmse"] / table["id_rmse"]
-    return table
+    order = [
+        (task, _representation_order(r), _regressor_order(g))
+        for task, r, g in zip(
+            table["task"], table["representation"], table["regressor"], strict=True
+        )
+    ]
+    table = table.iloc[sorted(range(len(table)), key=order.__getitem__)]
+    return table.reset_index(drop=True)  # ties (a GP's mean is its KRR's) go to the simpler
 
 
 def rmse_figure(table: pd.DataFrame) -> Figure:
     """Per task (row) two heatmaps, ID and OOD RMSE, representation × regressor, each
-    with its values; colour scales per task, shared between ID and OOD."""
+    with its values; a logarithmic colour scale per panel (darker: larger error)."""
     tasks = sorted(table["task"].unique())
     figure = new_figure()
     regressors = sorted(table["regressor"].unique(), key=_regressor_order)
@@ -123,14 +131,18 @@ def rmse_figure(table: pd.DataFrame) -> Figure:
             .to_numpy(dtype=float)
             for name, column in (("ID", "id_rmse"), ("OOD", "ood_rmse"))
         }
-        values = np.concatenate([g[np.isfinite(g)] for g in grids.values()])
-        low, high = (values.min(), values.max()) if values.size else (0.0, 1.0)
         for column, (name, grid) in enumerate(grids.items()):
             ax = axes[row, column]
-            ax.imshow(grid, cmap="viridis_r", vmin=low, vmax=high, aspect="auto")
+            finite = grid[np.isfinite(grid) & (grid > 0)]
+            norm = LogNorm(finite.min(), finite.max()) if finite.size else None
+            ax.imshow(grid, cmap="viridis_r", norm=norm, aspect="auto")
             for (i, j), value in np.ndenumerate(grid):
                 if np.isfinite(value):
-                    ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=6)
+                    dark = norm is not None and value > 0 and norm(value) > 0.55
+                    colour = "white" if dark else "black"
+                    ax.text(
+                        j, i, f"{value:.3g}", ha="center", va="center", fontsize=6, color=colour
+                    )
             ax.set_xticks(range(len(regressors)), regressors, rotation=45, ha="right", fontsize=7)
             ax.set_yticks(range(len(representations)), representations, fontsize=7)
             ax.set_title(f"{task}: {name} RMSE", fontsize=9)
