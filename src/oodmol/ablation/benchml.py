@@ -7,7 +7,8 @@ their metrics.json), beside any random forest and MLP runs of the same folder (t
 descriptor baselines). Seeds are averaged (the regressors are deterministic: one seed).
 
 - `benchml-rmse`: per task, ID and OOD RMSE of every representation × regressor
-  (split=ood, the full training set), as heatmaps.
+  (split=ood, the full training set), as heatmaps; the table adds the search's choice
+  (α, the length scale in median distances) and whether it lies at an end of its grid.
 - `benchml-ratio`: per task and representation, OOD RMSE / ID RMSE of each regressor,
   and of the representation's best regressor (by OOD RMSE).
 - `benchml-learning-curves`: per task and representation, RMSE against training size
@@ -31,6 +32,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from oodmol.ablation.learning_curve import power_law
 from oodmol.ablation.runs import Run
@@ -75,6 +77,7 @@ def benchml_rows(runs: list[Run]) -> pd.DataFrame:
                 "id_rmse": metrics["id"]["rmse"],
                 "ood_rmse": metrics["ood"]["rmse"],
                 "flags": ",".join(metrics.get("flags") or []),
+                **_chosen(metrics.get("fit", {}).get("search") or {}),
                 "folder": str(run.folder),
             }
         )
@@ -84,6 +87,25 @@ def benchml_rows(runs: list[Run]) -> pd.DataFrame:
             "<representation>-<regressor>) or of the descriptor baselines"
         )
     return pd.DataFrame(rows)
+
+
+def _chosen(search: dict) -> dict:
+    """The search's choice: α, the length scale as a multiple of the median distance,
+    and which of them lies at an end of its grid (the optimum may lie beyond)."""
+    alphas, grid = search.get("alphas") or [], search.get("kernel_grid") or [None]
+    alpha, length_scale = search.get("alpha"), search.get("length_scale")
+    scale = search.get("distance_scale") or 1.0
+    edges = []
+    if alpha is not None and len(alphas) > 1 and alpha in (min(alphas), max(alphas)):
+        edges.append("alpha")
+    scales = [g for g in grid if g is not None]
+    if length_scale is not None and len(scales) > 1 and length_scale in (min(scales), max(scales)):
+        edges.append("length scale")
+    return {
+        "alpha": alpha,
+        "length_scale": None if length_scale is None else length_scale / scale,
+        "grid_edge": ",".join(edges),
+    }
 
 
 def rmse_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -99,6 +121,9 @@ def rmse_table(rows: pd.DataFrame) -> pd.DataFrame:
             ood_rmse=("ood_rmse", "mean"),
             seeds=("seed", "nunique"),
             flags=("flags", "first"),
+            alpha=("alpha", "first"),
+            length_scale=("length_scale", "first"),
+            grid_edge=("grid_edge", "first"),
         )
         .reset_index()
     )
@@ -266,12 +291,16 @@ def learning_curve_figure(table: pd.DataFrame, task: str) -> Figure:
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_minor_formatter(NullFormatter())
         ax.set_title(representation, fontsize=8)
-        ax.tick_params(labelsize=6)
+        ax.tick_params(labelsize=6, which="both")
         ax.legend(fontsize=5)
     for ax in axes[len(representations) :]:
         ax.set_visible(False)
-    figure.suptitle(f"{task}: RMSE against training molecules (ID dashed, OOD solid; slopes)")
+    figure.suptitle(
+        f"{task}: RMSE against training molecules (ID dashed, OOD solid; slopes)", fontsize=9
+    )
     figure.tight_layout()
     return figure
 
