@@ -387,7 +387,12 @@ def similarity_figure(similarity: pd.DataFrame) -> Figure:
         grid = part.pivot(index="a", columns="b", values="error_correlation").reindex(
             index=order, columns=order
         )
-        image = ax.imshow(grid.to_numpy(dtype=float), cmap="RdBu_r", vmin=-1, vmax=1)
+        values = grid.to_numpy(dtype=float)
+        image = ax.imshow(values, cmap="RdBu_r", vmin=-1, vmax=1)
+        for (i, j), value in np.ndenumerate(values):
+            if np.isfinite(value) and i != j:
+                colour = "white" if abs(value) > 0.6 else "black"
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=5, color=colour)
         ax.set_xticks(range(len(order)), order, rotation=60, ha="right", fontsize=6)
         ax.set_yticks(range(len(order)), order, fontsize=6)
         ax.set_title(f"{task}: OOD error correlation", fontsize=8)
