@@ -8,6 +8,9 @@ oodmol ablation learning-curve <runs> --out <dir>  ID and OOD RMSE against train
 oodmol ablation geometry <runs> --out <dir> [--changes <csv>]
                                                    3D models on MMFF94 against GFN2-xTB
                                                    geometries (experiment=geometry)
+oodmol ablation benchml <runs> --out <dir> [--boom-tables <dir>] [--similarity-regressor krr_rbf]
+                                                   BenchML's representations × regressors:
+                                                   RMSE, OOD/ID, learning curves, similarity
 oodmol ablation transfer-run <runs> [--properties alpha,cv,...] [--task 'task=qm9_{p}']
                              [--seeds 0] [--freeze message_passing] [overrides ...]
                                                    train the transfer study's runs
@@ -20,6 +23,7 @@ import sys
 from pathlib import Path
 
 from oodmol.ablation.augmentation import augmentation_figure, augmentation_rows, augmentation_table
+from oodmol.ablation.benchml import SIMILARITY_REGRESSOR, write_benchml
 from oodmol.ablation.geometry import (
     geometry_figure,
     geometry_rows,
@@ -64,6 +68,20 @@ def _parser() -> ToolParser:
                 help="a geometry report's CSV (python -m oodmol.data geometry conformers=xtb): "
                 "per-molecule error change against RMSD and energy change",
             )
+    benchml = commands.add_parser("benchml", help="BenchML's figures of a folder of runs")
+    benchml.add_argument("runs", type=Path, help="folder searched for metrics.json")
+    benchml.add_argument("--out", type=Path, required=True, help="folder for CSV/PNG/SVG")
+    benchml.add_argument(
+        "--boom-tables",
+        type=Path,
+        default=None,
+        help="BOOM's published tables as CSV (table7_rmse.csv, table9_lipophilicity_rmse.csv)",
+    )
+    benchml.add_argument(
+        "--similarity-regressor",
+        default=SIMILARITY_REGRESSOR,
+        help=f"the regressor whose OOD errors are correlated (default {SIMILARITY_REGRESSOR})",
+    )
     study = commands.add_parser("transfer-run", help="pretrain and fine-tune every pair")
     study.add_argument("runs", type=Path, help="folder the study's runs go to")
     study.add_argument("--properties", default=QM9, help=f"comma-separated (default {QM9})")
@@ -93,6 +111,12 @@ def main(argv: list[str]) -> int:
     runs, skipped = complete_runs(args.runs)
     for reason in skipped:
         print(f"skipped {reason}", file=sys.stderr)
+    if args.command == "benchml":
+        paths, answered = write_benchml(runs, args.out, args.boom_tables, args.similarity_regressor)
+        for path in paths:
+            print(path)
+        print(answered.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        return 0
     if args.command == "transfer":
         table = transfer_table(runs, data_correlation(args.data_dir))
         figure = transfer_figure(table)

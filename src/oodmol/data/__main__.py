@@ -2,6 +2,8 @@
 
 export    write the split as CSV (mol_id,smiles,target,set) to out=<file.csv>
 prepare   build the data set, the split and the feature caches ahead of a sweep
+          (featurizers=[descriptors,...]; representations=[soap,...]: those of
+          configs/model/representation, as the regressors of experiment=benchml read them)
 card      write a dataset card (counts, units, BOOM-style histogram) to out=<dir>
 geometry  build the 3D geometries of conformers=<name> (resumable: run it again to go on)
           and check them (bond graph, valencies): counts, reasons and one row per
@@ -16,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from oodmol.command_line import UsageError, entry_point
-from oodmol.config import config_dir
+from oodmol.config import compose_config, config_dir
 from oodmol.data.card import write_card
 from oodmol.data.geometry_checks import check_store
 from oodmol.data.splits.assignment import ALL_SETS
@@ -49,6 +51,12 @@ def main(argv: list[str]) -> int:
         if name not in known:
             given = next(o for o in reversed(overrides) if o.startswith("featurizers="))
             raise UsageError(unknown_choice_message(given, "featurizer", name, known))
+    representations = [str(name) for name in names_of(cfg.get("representations") or [])]
+    known = sorted(p.stem for p in (config_dir() / "model" / "representation").glob("*.yaml"))
+    for name in representations:
+        if name not in known:
+            given = next(o for o in reversed(overrides) if o.startswith("representations="))
+            raise UsageError(unknown_choice_message(given, "representation", name, known))
     task = instantiate(cfg.task)
     data_dir = Path(cfg.paths.data_dir)
     data = load_task(task, data_dir, progress=cfg.progress)
@@ -59,8 +67,10 @@ def main(argv: list[str]) -> int:
         export_csv(data, split.sets, out)
         print(f"[oodmol] wrote {out}")
     elif command == "prepare":
-        for name in featurizers:
-            featurizer = featurizer_of(cfg, name)
+        wanted = [(name, featurizer_of(cfg, name)) for name in featurizers] + [
+            (name, instantiate(representation_featurizer(cfg, name))) for name in representations
+        ]
+        for name, featurizer in wanted:
             store = FeatureStore.build_or_open(
                 featurizer, data.dataset, data_dir / "features", progress=cfg.progress
             )
@@ -115,6 +125,15 @@ def featurizer_of(cfg, name: str):
         }
     )
     return instantiate(node.featurizer)
+
+
+def representation_featurizer(cfg: DictConfig, name: str) -> DictConfig:
+    """The featuriser config of configs/model/representation/<name>.yaml as a run of the
+    task in `cfg` reads it (its interpolations, such as the elements of the task's
+    source, resolved against `cfg`)."""
+    node = compose_config(f"model/representation/{name}", [])
+    merged = OmegaConf.merge(OmegaConf.create(OmegaConf.to_container(cfg)), node)
+    return merged.model.representation.featurizer
 
 
 def export_csv(data: TaskData, sets: dict, out: Path) -> None:

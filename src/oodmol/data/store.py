@@ -56,7 +56,7 @@ from pathlib import Path
 import lmdb
 import numpy as np
 
-from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
+from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
 from oodmol.data.limits import shown
 from oodmol.data.table import MoleculeTable
 from oodmol.interrupts import interruptible
@@ -377,8 +377,8 @@ def _write(
         raise ValueError(f"table {table.name!r}: a mol_id collides with the meta record key")
     order = sorted(range(len(keys)), key=keys.__getitem__)  # LMDB appends in key order
     mol_ids = table.mol_id[order].tolist()
-    inputs = inputs_of(table, np.asarray(order))
     n_jobs = min(worker_count(n_jobs), max(len(keys), 1))
+    inputs = featurizer.inputs(table, np.asarray(order), tmp.parent, n_jobs, progress)
     started = time.perf_counter()
     log.info("featurising %s with %s on %d cores", table.name, featurizer.name, n_jobs)
     nonfinite_molecules, nonfinite_values, examples = 0, 0, []

@@ -58,6 +58,11 @@ class Regressor(L.LightningModule):
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    def fit_facts(self) -> dict:
+        """Sections a model adds to its run's metrics.json (a closed-form model's
+        hyperparameter search: `fit`); none by default."""
+        return {}
+
     def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
         """The loss (scaled MSE) and RMSE of one validation set, under each name the
         datamodule gives it (`val_*` for the set that selects; see `validation_logs`)."""

@@ -152,6 +152,14 @@ def index_page(report: Report) -> str:
             )
             body += [f"<h2>{number} layout: {escape(title)}</h2>", html.table(table)]
     body.append(f'<p class="note">{escape(web_tables.BEST_WORST)}</p>')
+    published = web_tables.paper_models_table(comparison)
+    if published is not None:
+        body += [
+            "<h2>BOOM's published models without a run here (Tables 7 and 9)</h2>",
+            html.table(published),
+            '<p class="note">RMSE as printed in the paper (mean ± sd of 3 runs where it '
+            "gives the sd), on this folder's tasks: the models these runs stand beside.</p>",
+        ]
     body += [
         "<h2>Table 1 layout: RMSE averaged by representation</h2>",
         html.table(web_tables.representation_table(groups, report.task_href)),

@@ -10,7 +10,12 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from oodmol.report.boom_reference import PAPER_LABEL, RATIO_LABEL, paper_by_representation
+from oodmol.report.boom_reference import (
+    PAPER_LABEL,
+    RATIO_LABEL,
+    paper_by_representation,
+    paper_cells,
+)
 from oodmol.report.html import Cell, Table, link
 from oodmol.report.representation import ORDER, UNKNOWN, representation
 from oodmol.report.tables import GROUP, flags
@@ -176,6 +181,31 @@ def entity_table(
                 Cell(number(c["ratio"], 3)),
             ]
         table.add(row)
+    return table
+
+
+def paper_models_table(comparison: pd.DataFrame) -> Table | None:
+    """BOOM's published RMSE (Tables 7 and 9) of the models of the paper that have no run
+    here, on this folder's tasks: the rows our runs stand beside (BenchML's regressors,
+    a model of one's own); None where the paper has none."""
+    tasks = sorted(comparison["task"].unique())
+    names = set(comparison["model_name"]) if "model_name" in comparison else set()
+    cells = paper_cells()
+    cells = cells[
+        (cells["metric"] == "rmse") & cells["task"].isin(tasks) & ~cells["model"].isin(names)
+    ]
+    if cells.empty:
+        return None
+    table = Table([f"model · {PAPER_LABEL}", "set", *tasks])
+    for model in sorted(cells["model"].unique()):
+        for set_name in ("ID", "OOD"):
+            mine = cells[(cells["model"] == model) & (cells["set"] == set_name)]
+            mine = mine.drop_duplicates("task").set_index("task").reindex(tasks)
+            if mine["mean"].isna().all():
+                continue
+            row: list[Cell | str] = [Cell(model), Cell(set_name)]
+            row += [Cell(mean_sd(m, sd)) for m, sd in zip(mine["mean"], mine["std"], strict=True)]
+            table.add(row, "paper")
     return table
 
 

@@ -89,6 +89,7 @@ class TestEvaluation(L.Callback):
             "status": "complete",
             "split_hash": dm.split.hash,
             "n_params": int(pl_module.n_params()),
+            **pl_module.fit_facts(),
             "property": dm.task.property,
             "units": dm.task.units,
             "data": data,

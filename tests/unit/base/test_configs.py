@@ -138,7 +138,8 @@ def test_every_experiment_sweeps_existing_configs(experiment: str, csv_task) -> 
     params = cfg.hydra.sweeper.params
     assert params, f"experiment={experiment} sweeps nothing"
     for key, values in params.items():
-        if key in TRAIN_GROUPS:  # a group: every value must be one of its configs
+        if key in TRAIN_GROUPS or "/" in key:  # a group (model/representation: a
+            # group of the model's configs): every value must be one of its configs
             assert set(str(values).split(",")) <= set(options(key)), (experiment, key)
         else:  # a setting that exists (its default may be null: split.subset)
             assert OmegaConf.select(cfg, key, default=KeyError) is not KeyError, (experiment, key)

@@ -16,10 +16,10 @@ from oodmol.data.__main__ import main
 @pytest.mark.parametrize(
     ("argument", "group"),
     [
-        ("task=nope", "task"),
-        ("split=nope", "split"),
-        ("featurizers=[morgan,nope]", "featurizer"),
-        ("featurizers=nope", "featurizer"),
+        ("task=xyzzy", "task"),
+        ("split=xyzzy", "split"),
+        ("featurizers=[morgan,xyzzy]", "featurizer"),
+        ("featurizers=xyzzy", "featurizer"),
     ],
 )
 def test_unknown_name_lists_the_available_ones(
@@ -30,7 +30,7 @@ def test_unknown_name_lists_the_available_ones(
     known = sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
     assert len(known) >= 3
     assert err == (
-        f"[oodmol data] {argument}: there is no {group} 'nope'; the choices are "
+        f"[oodmol data] {argument}: there is no {group} 'xyzzy'; the choices are "
         f"{', '.join(known)} (configs/{group}/*.yaml)\n"
     )
     assert not any(data_dir.iterdir()), "nothing may be read or written"
@@ -73,3 +73,16 @@ def test_geometry_command_builds_checks_and_reports(
     assert report["failed_molecules"]["20"].startswith("no geometry: C1#CC1: ETKDG embedding")
     lines = (data_dir / "geometry" / "csv-alcohols-mmff.csv").read_text().splitlines()
     assert len(lines) == 22 and lines[1] == '0,CO,1,"",,,'
+
+
+def test_representations_are_prepared_as_the_regressors_read_them(
+    make_csv, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`representations=[...]` builds the caches of configs/model/representation (ECFP6
+    counts: radius 3, counts); an unknown one is named with the choices."""
+    path = make_csv("chains.csv", "smiles,y", [f"{'C' * k}O,{k * 0.5}" for k in range(1, 21)])
+    args = ["task=csv", f"task.path={path}", "task.target_column=y", "progress=false"]
+    assert main(["prepare", *args, "featurizers=[]", "representations=[ecfp6_counts]"]) == 0
+    assert "[oodmol] ecfp6_counts features: 20 molecules in" in capsys.readouterr().out
+    assert main(["prepare", *args, "representations=[xyzzy]"]) == 2
+    assert "there is no representation 'xyzzy'" in capsys.readouterr().err

@@ -244,7 +244,9 @@ def test_etkdg_gives_up_at_its_own_timeout() -> None:
     assert time.monotonic() - started < 8
 
 
-@pytest.mark.parametrize("name", ["descriptors", "graph2d", "graph3d", "morgan"])
+@pytest.mark.parametrize(
+    "name", ["descriptors", "graph2d", "graph3d", "morgan", "coulomb", "soap", "acsf", "mbtr"]
+)
 def test_configured_limits_are_the_featurisers_defaults(name: str) -> None:
     """`oodmol data prepare` (configs/featurizer) and the models that name only the
     featuriser's class (configs/model) must key the same cache."""

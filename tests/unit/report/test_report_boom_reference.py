@@ -17,6 +17,7 @@ from paths import REPO
 
 from oodmol.report.boom_reference import boom_paper, compare, ratio
 from oodmol.report.tables import label_benchmarks, summarize
+from oodmol.report.web_tables import paper_models_table
 
 ROOT = REPO
 
@@ -120,3 +121,15 @@ def test_a_ratio_needs_two_finite_numbers_and_a_positive_paper_value() -> None:
     assert math.isnan(ratio(0.5, -0.2))  # a ratio to a negative R² says nothing
     assert math.isnan(ratio(0.5, 0.0))
     assert math.isnan(ratio(math.nan, 0.3))
+
+
+def test_the_papers_models_without_a_run_stand_beside_ours() -> None:
+    """A folder of runs of models the paper does not have (BenchML's regressors): the
+    paper's RMSE of each of its models on the folder's tasks, as printed (Table 7)."""
+    comparison = pd.DataFrame({"task": ["csd10k_density"], "model_name": ["soap-krr_rbf"]})
+    table = paper_models_table(comparison)
+    rows = {(r[0].text, r[1].text): r[2].text for r, _ in table.rows}
+    assert rows[("egnn", "OOD")] == "0.0279" and rows[("rf", "ID")] == "0.0248"
+    with_rf = pd.DataFrame({"task": ["csd10k_density"], "model_name": ["rf"]})
+    assert ("rf", "ID") not in {(r[0].text, r[1].text) for r, _ in paper_models_table(with_rf).rows}
+    assert paper_models_table(pd.DataFrame({"task": ["mine"], "model_name": ["x"]})) is None

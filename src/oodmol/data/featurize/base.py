@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -29,6 +30,8 @@ class MolInput:
     smiles: str
     atomic_numbers: np.ndarray | None = None
     coords: np.ndarray | None = None
+    # why the input a featuriser builds on is missing (no conformer in the cache it reads)
+    problem: str | None = None
 
 
 class FeaturizationError(ValueError):
@@ -66,6 +69,21 @@ class Featurizer(ABC):
     @abstractmethod
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         """Features of one molecule."""
+
+    def inputs(
+        self,
+        table: MoleculeTable,
+        rows: np.ndarray,
+        cache_dir: Path,
+        n_jobs: int | None,
+        progress: bool,
+    ) -> list[MolInput]:
+        """What the featuriser sees of the molecules at `rows` of `table`: their SMILES
+        and the data set's own geometry (`inputs_of`). A featuriser built on another
+        feature cache (the 3D representations on the conformers the 3D models use)
+        overrides it, opening that cache in `cache_dir` (building it with `n_jobs`
+        workers where it is missing)."""
+        return inputs_of(table, rows)
 
 
 class LimitedFeaturizer(Featurizer):

@@ -20,7 +20,9 @@ MAX_ATOMS = 300
 
 
 class RDKitDescriptors(LimitedFeaturizer):
-    """All of `rdkit.Chem.Descriptors._descList`, in that order, as one float64 vector `x`.
+    """All of `rdkit.Chem.Descriptors._descList`, in that order, as one float64 vector `x`;
+    or the descriptors `names` lists, in its order (a physicochemical subset:
+    configs/featurizer/physchem.yaml).
 
     float64 because some descriptors (`Ipc` before its log, some BCUT/Chi sums on large
     molecules) exceed float32 and would turn into inf. `Ipc` is replaced by log(1 + Ipc)
@@ -34,9 +36,18 @@ class RDKitDescriptors(LimitedFeaturizer):
 
     name = "descriptors"
 
-    def __init__(self, max_atoms: int = MAX_ATOMS, **limits: float | None) -> None:
+    def __init__(
+        self, max_atoms: int = MAX_ATOMS, names: list[str] | None = None, **limits: float | None
+    ) -> None:
         super().__init__(max_atoms=max_atoms, **limits)
-        self.names: tuple[str, ...] = tuple(_FUNCTIONS)
+        if names is not None:
+            unknown = [name for name in names if name not in _FUNCTIONS]
+            if unknown or not names:
+                raise ValueError(
+                    f"descriptors: {unknown or 'an empty list'} not in RDKit's descriptor list "
+                    "(rdkit.Chem.Descriptors._descList)"
+                )
+        self.names: tuple[str, ...] = tuple(_FUNCTIONS) if names is None else tuple(names)
 
     def params(self) -> dict:
         return {
