@@ -34,7 +34,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from oodmol.ablation.learning_curve import power_law
+from oodmol.ablation.learning_curve import curve_statistics
 from oodmol.ablation.runs import Run
 from oodmol.errors import InputError
 from oodmol.figures import new_figure, write_outputs
@@ -231,30 +231,8 @@ def learning_curve_table(rows: pd.DataFrame) -> pd.DataFrame:
     ):
         if group["n_train"].nunique() < 2:
             continue
-        for name, label in (("id_rmse", "ID"), ("ood_rmse", "OOD")):
-            a, b = power_law(group["n_train"], group[name])
-            stats = group.groupby("fraction").agg(
-                n_train=("n_train", "mean"),
-                repeats=("repeat", "nunique"),
-                rmse_mean=(name, "mean"),
-                rmse_sd=(name, "std"),
-            )
-            for fraction, row in stats.iterrows():
-                out.append(
-                    {
-                        "task": task,
-                        "representation": representation,
-                        "regressor": regressor,
-                        "set": label,
-                        "fraction": fraction,
-                        "n_train": row["n_train"],
-                        "repeats": int(row["repeats"]),
-                        "rmse_mean": row["rmse_mean"],
-                        "rmse_sd": row["rmse_sd"],
-                        "slope": b,
-                        "prefactor": a,
-                    }
-                )
+        keys = {"task": task, "representation": representation, "regressor": regressor}
+        out += curve_statistics(group, keys)
     return pd.DataFrame(out)
 
 

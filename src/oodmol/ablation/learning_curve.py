@@ -73,30 +73,39 @@ def learning_curve_table(rows: pd.DataFrame) -> pd.DataFrame:
             if group[column].nunique() > 1:
                 sizes = sorted(group[column].unique().tolist())
                 raise InputError(f"{task}/{model}: runs scored on test sets of sizes {sizes}")
-        for name, label in SETS.items():
-            a, b = power_law(group["n_train"], group[f"{name}_rmse"])
-            stats = group.groupby("fraction").agg(
-                n_train=("n_train", "mean"),
-                repeats=("repeat", "nunique"),
-                rmse_mean=(f"{name}_rmse", "mean"),
-                rmse_sd=(f"{name}_rmse", "std"),
-            )
-            for fraction, row in stats.iterrows():
-                out.append(
-                    {
-                        "task": task,
-                        "model": model,
-                        "set": label,
-                        "fraction": fraction,
-                        "n_train": row["n_train"],
-                        "repeats": int(row["repeats"]),
-                        "rmse_mean": row["rmse_mean"],
-                        "rmse_sd": row["rmse_sd"],
-                        "slope": b,
-                        "prefactor": a,
-                    }
-                )
+        out += curve_statistics(group, {"task": task, "model": model})
     return pd.DataFrame(out)
+
+
+def curve_statistics(group: pd.DataFrame, keys: dict) -> list[dict]:
+    """The rows of one learning curve's runs (`n_train`, `repeat`, `fraction`,
+    `id_rmse`, `ood_rmse`): per test set and fraction, training size, repeats, mean and
+    sd of the RMSE, and the set's power law fitted over every run, each row led by
+    `keys` (what the curve is of)."""
+    out = []
+    for name, label in SETS.items():
+        a, b = power_law(group["n_train"], group[f"{name}_rmse"])
+        stats = group.groupby("fraction").agg(
+            n_train=("n_train", "mean"),
+            repeats=("repeat", "nunique"),
+            rmse_mean=(f"{name}_rmse", "mean"),
+            rmse_sd=(f"{name}_rmse", "std"),
+        )
+        for fraction, row in stats.iterrows():
+            out.append(
+                {
+                    **keys,
+                    "set": label,
+                    "fraction": fraction,
+                    "n_train": row["n_train"],
+                    "repeats": int(row["repeats"]),
+                    "rmse_mean": row["rmse_mean"],
+                    "rmse_sd": row["rmse_sd"],
+                    "slope": b,
+                    "prefactor": a,
+                }
+            )
+    return out
 
 
 def learning_curve_figure(table: pd.DataFrame) -> Figure:

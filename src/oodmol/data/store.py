@@ -56,7 +56,7 @@ from pathlib import Path
 import lmdb
 import numpy as np
 
-from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
+from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
 from oodmol.data.limits import shown
 from oodmol.data.table import MoleculeTable
 from oodmol.interrupts import interruptible
@@ -359,6 +359,31 @@ def _build(path: Path, write: Callable[[Path], dict], journal: Journal | None = 
     return meta
 
 
+def _inputs(
+    featurizer: Featurizer,
+    table: MoleculeTable,
+    rows: np.ndarray,
+    cache_dir: Path,
+    n_jobs: int,
+    progress: bool,
+) -> list[MolInput]:
+    """What `featurizer` sees of the molecules at `rows`: their SMILES and the data set's
+    geometry, or, for a featuriser built on another's cache, what that cache (built
+    first where it is missing) holds of each."""
+    source = featurizer.built_on()
+    if source is None:
+        return inputs_of(table, rows)
+    store = FeatureStore.build_or_open(source, table, cache_dir, n_jobs, progress)
+    failed = store.failed
+    mol_ids = [int(m) for m in table.mol_id[rows]]
+    present = [m for m in mol_ids if m not in failed]
+    arrays = dict(zip(present, store.iter_arrays(present), strict=True))
+    return [
+        featurizer.input_from(str(table.smiles[row]), arrays.get(mol_id), failed.get(mol_id))
+        for row, mol_id in zip(rows.tolist(), mol_ids, strict=True)
+    ]
+
+
 def _write(
     tmp: Path,
     key: str,
@@ -378,7 +403,7 @@ def _write(
     order = sorted(range(len(keys)), key=keys.__getitem__)  # LMDB appends in key order
     mol_ids = table.mol_id[order].tolist()
     n_jobs = min(worker_count(n_jobs), max(len(keys), 1))
-    inputs = featurizer.inputs(table, np.asarray(order), tmp.parent, n_jobs, progress)
+    inputs = _inputs(featurizer, table, np.asarray(order), tmp.parent, n_jobs, progress)
     started = time.perf_counter()
     log.info("featurising %s with %s on %d cores", table.name, featurizer.name, n_jobs)
     nonfinite_molecules, nonfinite_values, examples = 0, 0, []

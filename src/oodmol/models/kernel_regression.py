@@ -51,7 +51,8 @@ from scipy.linalg import cho_factor, cho_solve, eigh, solve_triangular
 from oodmol.data.batches import VectorBatch
 from oodmol.errors import InputError
 from oodmol.models import kernels
-from oodmol.models.base import Prediction, Regressor
+from oodmol.models.base import Prediction
+from oodmol.models.fitted_once import FittedOnceModule
 
 log = logging.getLogger(__name__)
 
@@ -349,7 +350,7 @@ def _feature_space(
     )
 
 
-class KernelRegressionModule(Regressor):
+class KernelRegressionModule(FittedOnceModule):
     """Ridge, kernel ridge or Gaussian-process regression on a vector representation,
     its hyperparameters chosen by the nested search, inside Lightning (fitted once on the
     training set, like the random forest).
@@ -377,7 +378,6 @@ class KernelRegressionModule(Regressor):
         variance: bool = False,
     ) -> None:
         super().__init__()
-        self.automatic_optimization = False
         self.kernel = kernels.check_kernel(kernel)
         self.length_scales = None if length_scales is None else [float(v) for v in length_scales]
         self.alphas = [float(a) for a in alphas]
@@ -390,11 +390,8 @@ class KernelRegressionModule(Regressor):
         self.model: FittedKernelModel | None = None
         self.search_facts: dict = {}
 
-    def on_fit_start(self) -> None:
-        if self.model is not None:  # resumed from a checkpoint that holds the model
-            return
-        train = self.trainer.datamodule.datasets["train"]
-        self.fit_training_set(train.x.numpy(), train.y.numpy())
+    def is_fitted(self) -> bool:
+        return self.model is not None
 
     def fit_training_set(self, x: np.ndarray, y: np.ndarray) -> FittedKernelModel:
         """Search, then fit on all of (x, y) (targets in the property's units; they are
@@ -468,15 +465,6 @@ class KernelRegressionModule(Regressor):
     def fit_facts(self) -> dict:
         return {"fit": self.search_facts} if self.search_facts else {}
 
-    def training_step(self, batch: VectorBatch, batch_idx: int) -> None:
-        """Fitted in on_fit_start; a step of a zero-rate optimiser per epoch makes
-        Lightning count it as training progress (checkpoints and logs as for any model)."""
-        if batch_idx == 0:
-            self.optimizers().step()
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(()))], lr=0.0)
-
     def predict_batch(self, batch: VectorBatch) -> Prediction:
         if self.model is None:
             raise RuntimeError("the kernel model is used before it was fitted")
@@ -504,9 +492,7 @@ class KernelRegressionModule(Regressor):
         checkpoint[CHECKPOINT_KEY] = {**self.model.to_checkpoint(), "facts": self.search_facts}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        trainer = self._trainer
-        path = trainer.ckpt_path if trainer is not None else None
-        where = str(path) if path else "the checkpoint"
+        where = self.checkpoint_name()
         if CHECKPOINT_KEY not in checkpoint:
             raise ValueError(f"{where} holds no kernel model ({CHECKPOINT_KEY!r})")
         entry = checkpoint[CHECKPOINT_KEY]

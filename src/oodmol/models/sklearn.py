@@ -8,23 +8,22 @@ from sklearn.ensemble import RandomForestRegressor
 
 from oodmol import parallel
 from oodmol.data.batches import VectorBatch
-from oodmol.models.base import Prediction, Regressor
+from oodmol.models.base import Prediction
+from oodmol.models.fitted_once import FittedOnceModule
 from oodmol.models.tree_arrays import ForestArrays
 
 CHECKPOINT_KEY = "random_forest"
 PICKLED_KEY = "sklearn_forest"  # older checkpoints: pickled bytes, never unpickled
 
 
-class RandomForestModule(Regressor):
+class RandomForestModule(FittedOnceModule):
     """scikit-learn's random forest on the whole training set, inside Lightning.
 
-    It is fitted once, at the start of fitting (before Lightning's validation sanity
-    check, which already asks for predictions), on every training molecule; the
-    Lightning loop around it then only validates, tests and logs like any other model.
-    Right after fitting, the forest is kept as plain arrays (`ForestArrays`): they are
-    what predicts, in the run and after loading, and what the checkpoint holds, so a
-    checkpoint loads with `weights_only=True` and runs no code. `n_params` reports the
-    number of tree nodes. BOOM: 500 trees, `max_features='sqrt'`.
+    Fitted once on every training molecule (`FittedOnceModule`). Right after fitting,
+    the forest is kept as plain arrays (`ForestArrays`): they are what predicts, in the
+    run and after loading, and what the checkpoint holds, so a checkpoint loads with
+    `weights_only=True` and runs no code. `n_params` reports the number of tree nodes.
+    BOOM: 500 trees, `max_features='sqrt'`.
     """
 
     def __init__(
@@ -36,7 +35,6 @@ class RandomForestModule(Regressor):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        self.automatic_optimization = False
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.min_samples_leaf = min_samples_leaf
@@ -44,11 +42,11 @@ class RandomForestModule(Regressor):
         self.seed = seed
         self.forest: ForestArrays | None = None
 
-    def on_fit_start(self) -> None:
-        if self.forest is not None:  # resumed from a checkpoint that holds the forest
-            return
-        train = self.trainer.datamodule.datasets["train"]
-        self.fit_forest(train.x.numpy(), train.y.numpy())
+    def is_fitted(self) -> bool:
+        return self.forest is not None
+
+    def fit_training_set(self, x: np.ndarray, y: np.ndarray) -> RandomForestRegressor:
+        return self.fit_forest(x, y)
 
     def fit_forest(self, x: np.ndarray, y: np.ndarray) -> RandomForestRegressor:
         """Fit scikit-learn's forest and keep its arrays; the fitted scikit-learn forest
@@ -65,17 +63,6 @@ class RandomForestModule(Regressor):
         forest.fit(x, y)
         self.forest = ForestArrays.from_sklearn(forest)
         return forest
-
-    def training_step(self, batch: VectorBatch, batch_idx: int) -> None:
-        """The forest was fitted in on_fit_start; one step of a zero-rate optimiser per
-        epoch makes Lightning count it as training progress, so checkpoints (best.ckpt)
-        and logs are written as for every other model."""
-        if batch_idx == 0:
-            self.optimizers().step()
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        # A parameter outside the module: it is neither counted nor checkpointed.
-        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(()))], lr=0.0)
 
     def predict_batch(self, batch: VectorBatch) -> Prediction:
         """Mean over trees, and the variance over trees as an epistemic estimate (the
@@ -96,9 +83,7 @@ class RandomForestModule(Regressor):
         checkpoint[CHECKPOINT_KEY] = self.forest.to_checkpoint()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        trainer = self._trainer
-        path = trainer.ckpt_path if trainer is not None else None
-        where = str(path) if path else "the checkpoint"
+        where = self.checkpoint_name()
         if CHECKPOINT_KEY not in checkpoint:
             found = (
                 f"; its {PICKLED_KEY!r} entry holds an older oodmol's pickled forest, which is "

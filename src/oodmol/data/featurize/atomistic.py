@@ -24,7 +24,6 @@ import warnings
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -32,7 +31,6 @@ import numpy as np
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
 from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.limits import seconds
-from oodmol.data.table import MoleculeTable
 
 # the elements of the benchmark's data sets but for a handful of Lipophilicity molecules
 # (boron, silicon, phosphorus, selenium, iodine: 15 of 4,200)
@@ -105,33 +103,18 @@ class AtomisticRepresentation(Featurizer):
             "time_limit": self.time_limit,
         }
 
-    def inputs(
-        self,
-        table: MoleculeTable,
-        rows: np.ndarray,
-        cache_dir: Path,
-        n_jobs: int | None,
-        progress: bool,
-    ) -> list[MolInput]:
-        """Each molecule's atoms and coordinates from the conformer cache (built first
-        where it is missing); a molecule that has none carries the cache's reason."""
-        from oodmol.data.store import FeatureStore  # the store builds featurisers
+    def built_on(self) -> Graph3D:
+        return self.conformers
 
-        store = FeatureStore.build_or_open(self.conformers, table, cache_dir, n_jobs, progress)
-        failed = store.failed
-        mol_ids = table.mol_id[np.asarray(rows, dtype=np.int64)]
-        present = [int(m) for m in mol_ids if int(m) not in failed]
-        arrays = dict(zip(present, store.iter_arrays(present), strict=True))
-        inputs = []
-        for row, mol_id in zip(rows, mol_ids.tolist(), strict=True):
-            smiles = str(table.smiles[row])
-            if mol_id in failed:
-                reason = f"no conformer in the {self.conformers.name} cache ({failed[mol_id]})"
-                inputs.append(MolInput(smiles, problem=reason))
-            else:
-                conformer = arrays[mol_id]
-                inputs.append(MolInput(smiles, conformer["z"], conformer["pos"]))
-        return inputs
+    def input_from(
+        self, smiles: str, arrays: dict[str, np.ndarray] | None, refused: str | None
+    ) -> MolInput:
+        """The molecule's atoms and conformer coordinates; one without a conformer
+        carries the conformer cache's reason."""
+        if arrays is None:
+            reason = f"no conformer in the {self.conformers.name} cache ({refused})"
+            return MolInput(smiles, problem=reason)
+        return MolInput(smiles, arrays["z"], arrays["pos"])
 
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         if mol.coords is None or mol.atomic_numbers is None:

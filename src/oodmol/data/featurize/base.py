@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -70,20 +69,17 @@ class Featurizer(ABC):
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         """Features of one molecule."""
 
-    def inputs(
-        self,
-        table: MoleculeTable,
-        rows: np.ndarray,
-        cache_dir: Path,
-        n_jobs: int | None,
-        progress: bool,
-    ) -> list[MolInput]:
-        """What the featuriser sees of the molecules at `rows` of `table`: their SMILES
-        and the data set's own geometry (`inputs_of`). A featuriser built on another
-        feature cache (the 3D representations on the conformers the 3D models use)
-        overrides it, opening that cache in `cache_dir` (building it with `n_jobs`
-        workers where it is missing)."""
-        return inputs_of(table, rows)
+    def built_on(self) -> Featurizer | None:
+        """The featuriser whose cache this one reads instead of the data set's own
+        geometry (the 3D representations: the conformers the 3D models use), or None."""
+        return None
+
+    def input_from(
+        self, smiles: str, arrays: dict[str, np.ndarray] | None, refused: str | None
+    ) -> MolInput:
+        """What this featuriser sees of one molecule, given what `built_on`'s cache
+        holds for it: its `arrays`, or the reason it `refused` the molecule."""
+        raise NotImplementedError(f"{self.name} is built on no other featuriser's cache")
 
 
 class LimitedFeaturizer(Featurizer):
