@@ -69,11 +69,20 @@ class BatchedDataset(Dataset, ABC):
         return [self.batch(indices)]
 
 
+# A column whose spread over the training set is below this fraction of the widest
+# column's holds rounding noise or a vanishing tail (MBTR's and ACSF's far grid points
+# spread by 1e-20): scaled to unit variance, an OOD molecule's 1e-17 there would stand
+# 1e3 standard deviations out and dominate a linear model's prediction.
+NEGLIGIBLE_SPREAD = 1e-9
+
+
 class VectorFeatures(FeatureSet):
     """Fixed-length vectors (descriptors, fingerprints) held in memory as one tensor.
 
     Non-finite values are imputed with training means and counted; with `standardize`
-    every column is scaled to zero mean and unit variance on the training set.
+    every column is centred on its training mean and scaled to unit variance, except a
+    column constant on the training set or of negligible spread (`NEGLIGIBLE_SPREAD`),
+    which is centred only.
     """
 
     def __init__(self, standardize: bool = True) -> None:
@@ -91,7 +100,8 @@ class VectorFeatures(FeatureSet):
         if self.standardize:
             self.mean = filled.mean(axis=0)
             std = filled.std(axis=0)
-            self.scale = np.where(std > 0, std, 1.0)
+            spread = std > NEGLIGIBLE_SPREAD * std.max(initial=0.0)
+            self.scale = np.where(spread, std, 1.0)
         return {
             "imputed_train_values": n_imputed,
             "columns_without_training_values": len(self.imputer.empty_columns),

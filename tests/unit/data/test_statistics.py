@@ -133,3 +133,29 @@ def test_statistics_are_cached_by_molecules_and_settings(train, tmp_path: Path) 
     fewer = TrainingSplit(train.store, train.features, train.mol_ids[:2], train.targets[:2])
     assert compute_statistics(specs, fewer, cache) == {"backbone.avg": pytest.approx(4 / 4)}
     assert len(list(cache.glob("*.json"))) == 3
+
+
+class InMemoryStore:
+    """A feature cache's `matrix`, from an array (rows by mol_id)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x
+
+    def matrix(self, mol_ids: np.ndarray) -> np.ndarray:
+        return self.x[np.asarray(mol_ids)]
+
+
+def test_a_column_of_negligible_spread_is_centred_not_scaled() -> None:
+    """Known answers: a column spread by 1e-20 (a vanishing tail) stays as small as it is
+    for a test molecule instead of standing 1e3 standard deviations out; an informative
+    column is standardised; a constant one is centred."""
+    train = np.array([[0.0, 1e-20, 5.0], [2.0, 3e-20, 5.0], [4.0, 2e-20, 5.0]])
+    test = np.array([[2.0, 1e-17, 7.0]])
+    features = VectorFeatures()
+    features.fit(InMemoryStore(np.vstack([train, test])), np.arange(3))
+    (row,) = features.matrix(InMemoryStore(np.vstack([train, test])), np.array([3]), "ood")
+    assert row[0] == pytest.approx(0.0)
+    assert abs(row[1]) < 1e-16
+    assert row[2] == pytest.approx(2.0)
+    (first,) = features.matrix(InMemoryStore(train), np.array([0]), "train")
+    assert first[0] == pytest.approx(-2.0 / np.std([0.0, 2.0, 4.0]))
