@@ -136,6 +136,26 @@ class FolderLock:
         self.release()
 
 
+def holder_of(folder: Path, name: str) -> str | None:
+    """Who holds the lock of `folder` now ("pid N on host", or "pid unknown"), or None
+    where nobody does (no lock file, or one that no process holds)."""
+    try:
+        fd = os.open(Path(folder) / name, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _read_holder(fd)
+    except OSError:
+        return None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def _read_holder(fd: int) -> str:
     """What the holder wrote into the lock file ("pid N on host"), or that it is not
     known (the holder has not written it yet, or could not)."""

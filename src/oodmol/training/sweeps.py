@@ -21,8 +21,9 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from oodmol.locks import holder_of
 from oodmol.record import RecordError, read_record
-from oodmol.training.run_folder import last_checkpoint
+from oodmol.training.run_folder import LOCK_FILE, last_checkpoint
 
 SUBMITIT_DIR = ".submitit"
 
@@ -33,7 +34,7 @@ class JobOutcome:
 
     folder: Path
     overrides: list[str]
-    status: str  # complete | failed | interrupted | no result
+    status: str  # complete | failed | running | interrupted | no result
     reason: str = ""
     log: Path | None = None  # submitit's error log of the job, when it has one
 
@@ -103,10 +104,13 @@ def _outcome(sweep_dir: Path, folder: Path, overrides: list[str]) -> JobOutcome:
         failure = record.get("failure") or {}
         reason = f"{failure.get('kind', '?')}: {failure.get('message', 'no reason recorded')}"
         return JobOutcome(folder, overrides, record.status, reason, log)
+    holder = holder_of(folder, LOCK_FILE)
+    if holder is not None:
+        return JobOutcome(folder, overrides, "running", f"training now ({holder})", log)
     if last_checkpoint(folder).is_file():
         reason = "stopped with a last.ckpt; a requeued job, or resume=true, goes on from it"
         return JobOutcome(folder, overrides, "interrupted", reason, log)
-    reason = "no metrics.json: still running, or it crashed before writing one"
+    reason = "no metrics.json: it crashed before writing one, or is still starting"
     return JobOutcome(folder, overrides, "no result", reason, log)
 
 

@@ -35,7 +35,9 @@ from oodmol.scoring.results import write_results
 from oodmol.training.checkpoint_io import AtomicCheckpointIO, run_plugins
 from oodmol.training.loggers import CSVLogger
 from oodmol.training.run import _hold, build_trainer
-from oodmol.training.run_folder import LOCK_FILE, RunFolderError, plan_run
+from oodmol.training.run_folder import LOCK_FILE, RunFolderError, last_checkpoint, plan_run
+from oodmol.training.sweeps import job_outcomes
+from oodmol.training.sweeps import summary as sweep_summary
 
 
 def full_disk(*args: object) -> None:
@@ -274,6 +276,28 @@ def test_lock_of_a_killed_run_blocks_no_one(tmp_path: Path) -> None:
         FolderLock(tmp_path, LOCK_FILE)
     with FolderLock(tmp_path, LOCK_FILE):  # released at the end of the run
         pass
+
+
+@pytest.mark.slow  # starts a Python process
+def test_a_sweeps_summary_tells_a_running_job_from_a_stopped_one(tmp_path: Path) -> None:
+    """A job's folder without metrics.json: training now while another process holds its
+    lock, interrupted once that process is gone and a last.ckpt is left."""
+    folder = tmp_path / "sweep" / "0"
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text("- model=mlp\n")
+    last_checkpoint(folder).parent.mkdir(parents=True)
+    last_checkpoint(folder).write_bytes(b"")
+    holder = hold_in_another_process(folder)
+    try:
+        (running,) = job_outcomes(tmp_path / "sweep")
+        assert running.status == "running"
+        assert running.reason.startswith(f"training now (pid {holder.pid} on ")
+    finally:
+        holder.kill()
+        holder.wait()
+    (stopped,) = job_outcomes(tmp_path / "sweep")
+    assert stopped.status == "interrupted"
+    assert "1 jobs, 1 interrupted" in sweep_summary(tmp_path / "sweep")
 
 
 def test_only_rank_zero_holds_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
