@@ -42,6 +42,8 @@ from oodmol.predictions import read_predictions_file
 
 FULL_SPLIT = "ood"
 BASELINES = ("rf", "mlp")  # the descriptor baselines, where the folder has their runs
+# uq methods whose predictions are the model's own (an ensemble's mean is another model's)
+SINGLE_MODEL = ("none", "native")
 SIMILARITY_REGRESSOR = "krr_rbf"
 # BOOM's models that learn from RDKit descriptors (Table 7 labels them "SMILES")
 BOOM_DESCRIPTOR_MODELS = ("Random Forest", "MLP")
@@ -57,7 +59,7 @@ def benchml_rows(runs: list[Run]) -> pd.DataFrame:
         model = metrics["model"]
         if "fit" in metrics and "-" in model:
             representation, regressor = model.split("-", 1)
-        elif model in BASELINES and metrics.get("uq", {}).get("method", "none") == "none":
+        elif model in BASELINES and metrics.get("uq", {}).get("method", "none") in SINGLE_MODEL:
             representation, regressor = "descriptors", model
         else:
             continue

@@ -23,8 +23,8 @@ def predictions(folder: Path, errors: np.ndarray) -> None:
 
 def benchml_runs(root: Path) -> None:
     """Task t: soap-krr_rbf (ID 1, OOD 3), soap-ridge (ID 2, OOD 2.5), ecfp4-krr_rbf (ID 1,
-    OOD 4); rf over two seeds (OOD 5 and 7); learning curves of soap-krr_rbf whose ID
-    RMSE falls as n^-0.5 and OOD RMSE as n^-0.1."""
+    OOD 4); rf over two seeds (OOD 5 and 7); an MLP ensemble (not the MLP); learning
+    curves of soap-krr_rbf whose ID RMSE falls as n^-0.5 and OOD RMSE as n^-0.1."""
     rng = np.random.default_rng(0)
     shared = rng.normal(size=len(IDS))
     full = [
@@ -56,8 +56,20 @@ def benchml_runs(root: Path) -> None:
                 "split": "ood",
                 "seed": seed,
                 "ood": {"rmse": ood, "n": 20},
+                "uq": {"method": "native"},  # the forest's σ: its own prediction
             },
         )
+    run_folder(  # an ensemble's mean is another model than the MLP: left out
+        root / "mlp-ensemble",
+        {
+            "task": "t",
+            "model": "mlp",
+            "split": "ood",
+            "seed": 0,
+            "ood": {"rmse": 1.0, "n": 20},
+            "uq": {"method": "ensemble"},
+        },
+    )
     for fraction, n in ((0.25, 100), (0.5, 200), (1.0, 400)):
         run_folder(
             root / f"lc-{fraction}",
@@ -105,6 +117,7 @@ def test_the_benchml_report_answers_from_the_runs(tmp_path: Path) -> None:
     answers = pd.read_csv(out / "benchml-answers.csv").iloc[0]
     assert answers["best"] == "soap-ridge" and answers["best_ood_rmse"] == pytest.approx(2.5)
     assert answers["rf_ood_rmse"] == pytest.approx(6.0)
+    assert pd.isna(answers["mlp_ood_rmse"])
     assert answers["boom_best_deep_model"] == "Chemprop"
     assert answers["boom_best_deep_ood_rmse"] == pytest.approx(2.0)
     assert answers["boom_random_forest_ood_rmse"] == pytest.approx(6.0)
