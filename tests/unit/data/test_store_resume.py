@@ -69,6 +69,18 @@ def contents(store: FeatureStore) -> tuple[dict, dict]:
     return arrays, store.failed
 
 
+def build_stopped_at(tmp_path: Path, stop: int) -> tuple[Path, tuple[dict, dict], Path]:
+    """The featurisers' call log, an uninterrupted build's contents, and a cache whose
+    build stopped at molecule `stop` (its journal kept)."""
+    log = tmp_path / "log"
+    log.mkdir()
+    full = contents(build(SlowFeaturizer(str(log)), tmp_path / "full"))
+    cache = tmp_path / "cache"
+    with pytest.raises(RuntimeError, match="the machine went away"):
+        build(SlowFeaturizer(str(log), fail_at=SMILES[stop]), cache)
+    return log, full, cache
+
+
 @pytest.fixture
 def often(monkeypatch):
     """A journal part after every molecule."""
@@ -116,12 +128,7 @@ def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path, often, m
 
 
 def test_failed_build_keeps_its_journal_and_the_next_one_resumes(tmp_path, often):
-    log = tmp_path / "log"
-    log.mkdir()
-    full = contents(build(SlowFeaturizer(str(log)), tmp_path / "full"))
-    cache = tmp_path / "cache"
-    with pytest.raises(RuntimeError, match="the machine went away"):
-        build(SlowFeaturizer(str(log), fail_at=SMILES[10]), cache)
+    log, full, cache = build_stopped_at(tmp_path, 10)
     assert len(list(cache.glob("*.journal/*.part"))) == 10
     first = len(calls(log))
 
@@ -132,12 +139,7 @@ def test_failed_build_keeps_its_journal_and_the_next_one_resumes(tmp_path, often
 
 
 def test_damaged_journal_part_is_ignored_and_its_molecules_redone(tmp_path, often, caplog):
-    log = tmp_path / "log"
-    log.mkdir()
-    full = contents(build(SlowFeaturizer(str(log)), tmp_path / "full"))
-    cache = tmp_path / "cache"
-    with pytest.raises(RuntimeError):
-        build(SlowFeaturizer(str(log), fail_at=SMILES[5]), cache)
+    log, full, cache = build_stopped_at(tmp_path, 5)
     part = sorted(cache.glob("*.journal/*.part"))[2]
     raw = bytearray(part.read_bytes())
     raw[-1] ^= 0xFF
@@ -175,12 +177,7 @@ def test_a_featurizer_that_is_not_resumable_keeps_no_journal(tmp_path, often):
 
 def test_many_journal_parts_are_merged_into_one_when_read(tmp_path, often, monkeypatch):
     monkeypatch.setattr(store_module, "_JOURNAL_COMPACT", 4)
-    log = tmp_path / "log"
-    log.mkdir()
-    full = contents(build(SlowFeaturizer(str(log)), tmp_path / "full"))
-    cache = tmp_path / "cache"
-    with pytest.raises(RuntimeError):
-        build(SlowFeaturizer(str(log), fail_at=SMILES[8]), cache)
+    log, full, cache = build_stopped_at(tmp_path, 8)
     (journal,) = cache.glob("*.journal")
     assert len(list(journal.glob("*.part"))) == 8
     found = store_module.Journal(journal, journal_key(cache)).read()
