@@ -228,13 +228,16 @@ def _unknown_choice(error: MissingConfigException, overrides: Sequence[str]) -> 
     return unknown_choice_message(named[-1] if named else name, group, name, options)
 
 
-def unknown_choice_message(given: str, group: str, name: str, options: Sequence[str]) -> str:
-    """`model=mlpp: there is no model 'mlpp'; did you mean mlp? the choices are ...`"""
+def unknown_choice_message(
+    given: str, group: str, name: str, options: Sequence[str], folder: str | None = None
+) -> str:
+    """`model=mlpp: there is no model 'mlpp'; did you mean mlp? the choices are ...`,
+    naming the choices' folder, configs/<folder or group>/."""
     near = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(near)}?" if near else ";"
     return (
         f"{given}: there is no {group} {name!r}{hint} the choices are "
-        f"{', '.join(options)} (configs/{group}/*.yaml)"
+        f"{', '.join(options)} (configs/{folder or group}/*.yaml)"
     )
 
 

@@ -45,18 +45,10 @@ def main(argv: list[str]) -> int:
         limit_threads(int(cfg.threads))
     # the feature caches' builds say what they do (a resumable one: its progress)
     logging.basicConfig(level=logging.INFO, format="[oodmol] %(message)s")
-    featurizers = [str(name) for name in names_of(cfg.featurizers)]
-    known = sorted(path.stem for path in (config_dir() / "featurizer").glob("*.yaml"))
-    for name in featurizers:
-        if name not in known:
-            given = next(o for o in reversed(overrides) if o.startswith("featurizers="))
-            raise UsageError(unknown_choice_message(given, "featurizer", name, known))
-    representations = [str(name) for name in names_of(cfg.get("representations") or [])]
-    known = sorted(p.stem for p in (config_dir() / "model" / "representation").glob("*.yaml"))
-    for name in representations:
-        if name not in known:
-            given = next(o for o in reversed(overrides) if o.startswith("representations="))
-            raise UsageError(unknown_choice_message(given, "representation", name, known))
+    featurizers = chosen_configs(cfg.featurizers, overrides, "featurizers", "featurizer")
+    representations = chosen_configs(
+        cfg.get("representations"), overrides, "representations", "model/representation"
+    )
     task = instantiate(cfg.task)
     data_dir = Path(cfg.paths.data_dir)
     data = load_task(task, data_dir, progress=cfg.progress)
@@ -125,6 +117,19 @@ def featurizer_of(cfg, name: str):
         }
     )
     return instantiate(node.featurizer)
+
+
+def chosen_configs(value: object, overrides: list[str], key: str, folder: str) -> list[str]:
+    """The config names `key=` lists (one, a list, or comma-joined), each checked against
+    configs/<folder>/*.yaml: an unknown one is a usage error naming the choices."""
+    names = [str(name) for name in names_of(value or [])]
+    known = sorted(path.stem for path in (config_dir() / folder).glob("*.yaml"))
+    for name in names:
+        if name not in known:
+            given = next(o for o in reversed(overrides) if o.startswith(f"{key}="))
+            what = folder.rsplit("/", 1)[-1]
+            raise UsageError(unknown_choice_message(given, what, name, known, folder))
+    return names
 
 
 def representation_featurizer(cfg: DictConfig, name: str) -> DictConfig:
