@@ -20,6 +20,7 @@ import fcntl
 import logging
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -30,6 +31,9 @@ from oodmol.errors import UserError
 
 log = logging.getLogger(__name__)
 _DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)
+# How long a run folder's lock is tried before another holder refuses the run: a reader
+# asking whether the folder is held (`holder_of`) holds it for an instant.
+OBSERVER_GRACE = 0.5  # seconds
 
 
 class ReadOnlyCacheError(UserError, PermissionError):
@@ -105,18 +109,18 @@ class FolderLock:
         self.path = self.folder / name
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            held = _lock_within(self._fd, OBSERVER_GRACE)
+        except BaseException:
+            self.release()
+            raise
+        if not held:
             holder = _read_holder(self._fd)
             self.release()
             raise FolderInUse(
                 f"{self.folder} is in use by another run ({holder}): refusing to run "
                 "into it at the same time. Wait for that run to end, or choose another "
                 "hydra.run.dir."
-            ) from None
-        except BaseException:
-            self.release()
-            raise
+            )
         with suppress(OSError):
             os.ftruncate(self._fd, 0)
             os.pwrite(self._fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
@@ -136,9 +140,23 @@ class FolderLock:
         self.release()
 
 
+def _lock_within(fd: int, seconds: float) -> bool:
+    """Take `fd`'s exclusive lock, trying again for up to `seconds`; whether it was taken."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
 def holder_of(folder: Path, name: str) -> str | None:
     """Who holds the lock of `folder` now ("pid N on host", or "pid unknown"), or None
-    where nobody does (no lock file, or one that no process holds)."""
+    where nobody does (no lock file, or one that no process holds). It asks by taking a
+    shared lock for an instant, which a run starting then waits out (`OBSERVER_GRACE`)."""
     try:
         fd = os.open(Path(folder) / name, os.O_RDONLY)
     except OSError:

@@ -11,10 +11,13 @@ test_run_faults.py."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +31,7 @@ from oodmol.config import compose_config
 from oodmol.errors import UserError
 from oodmol.identity import config_key
 from oodmol.io import atomic_write_bytes, is_disk_full
-from oodmol.locks import FolderInUse, FolderLock
+from oodmol.locks import FolderInUse, FolderLock, holder_of
 from oodmol.predictions import SetPredictions
 from oodmol.record import RunRecord
 from oodmol.scoring.results import write_results
@@ -298,6 +301,22 @@ def test_a_sweeps_summary_tells_a_running_job_from_a_stopped_one(tmp_path: Path)
     (stopped,) = job_outcomes(tmp_path / "sweep")
     assert stopped.status == "interrupted"
     assert "1 jobs, 1 interrupted" in sweep_summary(tmp_path / "sweep")
+
+
+def test_a_run_waits_out_a_reader_asking_whether_the_folder_is_held(tmp_path: Path) -> None:
+    """`holder_of` asks by taking a shared lock for an instant: a run starting then gets
+    the folder once the reader lets go, instead of being refused."""
+    (tmp_path / LOCK_FILE).touch()
+    reader = os.open(tmp_path / LOCK_FILE, os.O_RDONLY)
+    fcntl.flock(reader, fcntl.LOCK_SH)
+    letting_go = threading.Timer(0.1, os.close, [reader])
+    letting_go.start()
+    try:
+        with FolderLock(tmp_path, LOCK_FILE):
+            assert holder_of(tmp_path, LOCK_FILE) == f"pid {os.getpid()} on {socket.gethostname()}"
+    finally:
+        letting_go.join()
+    assert holder_of(tmp_path, LOCK_FILE) is None
 
 
 def test_only_rank_zero_holds_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
