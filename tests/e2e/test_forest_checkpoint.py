@@ -180,7 +180,7 @@ def fitted_module(n_jobs: int = 1) -> tuple[RandomForestModule, RandomForestRegr
     x = awkward_inputs(rng, 200, nan=False).astype(np.float32)
     y = x[:, 0] + rng.normal(scale=0.1, size=200)
     module = RandomForestModule(n_estimators=20, min_samples_leaf=2, n_jobs=n_jobs, seed=3)
-    forest = module.fit_forest(x, y)
+    forest = module.fit_training_set(x, y)
     x = torch.from_numpy(awkward_inputs(rng, 50, nan=False).astype(np.float32))
     batch = VectorBatch(x=x, index=torch.arange(len(x)))
     return module, forest, batch

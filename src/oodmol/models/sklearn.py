@@ -46,9 +46,6 @@ class RandomForestModule(FittedOnceModule):
         return self.forest is not None
 
     def fit_training_set(self, x: np.ndarray, y: np.ndarray) -> RandomForestRegressor:
-        return self.fit_forest(x, y)
-
-    def fit_forest(self, x: np.ndarray, y: np.ndarray) -> RandomForestRegressor:
         """Fit scikit-learn's forest and keep its arrays; the fitted scikit-learn forest
         is returned (to compare with), not kept. A non-positive `n_jobs` (all cores, in
         scikit-learn) becomes the cores this run may use."""
