@@ -59,7 +59,7 @@ import numpy as np
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
 from oodmol.data.limits import shown
 from oodmol.data.table import MoleculeTable
-from oodmol.interrupts import interruptible
+from oodmol.interrupts import NOTHING_KEPT, interruptible
 from oodmol.io import atomic_write_json
 from oodmol.locks import build_lock
 from oodmol.parallel import Refused, process_map, worker_count
@@ -73,6 +73,8 @@ _INITIAL_MAP_SIZE = 64 << 20  # doubled whenever the file outgrows it
 _READ_CHUNK = 8 << 20
 
 log = logging.getLogger(__name__)
+# what a stopped build of a resumable featuriser leaves: its journal
+JOURNAL_KEPT = "the molecules done are kept in its journal; run again to go on from them"
 
 _environments: dict[tuple[int, int], lmdb.Environment] = {}  # (st_dev, st_ino) -> handle
 _environments_pid = os.getpid()
@@ -341,7 +343,9 @@ def _build(path: Path, write: Callable[[Path], dict], journal: Journal | None = 
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     replacing = False
     try:
-        with interruptible(f"featurising {path}"):
+        with interruptible(
+            f"featurising {path}", NOTHING_KEPT if journal is None else JOURNAL_KEPT
+        ):
             meta = write(tmp)
             seal = {"size": tmp.stat().st_size, "crc32": _file_crc(tmp)}
             replacing = True

@@ -35,7 +35,7 @@ from oodmol.data.featurize.fingerprints import MorganFingerprint
 from oodmol.data.featurize.graph2d import Graph2D
 from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.sources.csv_source import CSVSource
-from oodmol.data.store import FeatureStore
+from oodmol.data.store import JOURNAL_KEPT, FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.data.validate import Parsed, parse_smiles, validate
 from oodmol.interrupts import Interrupted
@@ -364,6 +364,22 @@ def test_a_stopped_build_raises_interrupted_and_restores_the_handlers(tmp_path: 
     assert info.value.exit_code == 143
     assert multiprocessing.active_children() == []
     assert [p.suffix for p in tmp_path.iterdir()] == [".lock"]  # the build lock alone
+
+
+class StopsItsParentResumably(StopsItsParent):
+    resumable = True
+
+
+@pytest.mark.usefixtures("forked_workers")
+def test_a_stopped_resumable_build_says_its_journal_is_kept(tmp_path: Path) -> None:
+    """A journaled build keeps what it finished (`test_store_resume`): the message says
+    so, not that nothing was kept."""
+    smiles = ["C", "CC", "CCC", "CCCC", "CCCCC"]
+    table = MoleculeTable("t", np.arange(5), np.array(smiles), {})
+    featurizer = StopsItsParentResumably(signal.SIGTERM)
+    with pytest.raises(Interrupted) as info:
+        FeatureStore.build_or_open(featurizer, table, tmp_path)
+    assert str(info.value).endswith(f": {JOURNAL_KEPT}")
 
 
 def stopping_parse(smiles: str, **kwargs) -> Parsed:
