@@ -118,7 +118,8 @@ def measure(model: str, task: str, args: argparse.Namespace) -> dict:
             f"+callbacks.epoch_clock.out={out}", f"hydra.run.dir={Path(folder) / 'run'}",
             "progress=false", f"threads={args.threads}", *args.overrides,
         ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "src")])}
+        paths = [str(REPO), str(REPO / "src"), os.environ.get("PYTHONPATH", "")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
         if done.returncode or not out.is_file():
             last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
