@@ -1,7 +1,7 @@
 """Real epochs of every model, beside BOOM's Table 4, and what `experiment=boom` costs.
 
     python -m bench.gpu_epochs [--models mlp,chemprop,egnn,...] [--tasks csd10k_density,qm9_homo]
-        [--epochs 3] [--budget-s 600] [--device cuda] [--out gpu_epochs.json]
+        [--epochs 3] [--budget-s 600] [--device cuda] [--out gpu_epochs.json] [--no-grid]
 
 Each model trains for `--epochs` epochs (at most `--budget-s` seconds: Lightning's
 `max_time`) on each task in a process of its own: a real `oodmol train` run (its data
@@ -139,6 +139,9 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--out", type=Path, default=None, help="keep (and reuse) measurements")
+    parser.add_argument(
+        "--no-grid", action="store_true", help="leave out the device-hours of experiment=boom"
+    )
     parser.add_argument("overrides", nargs="*", help="train.py overrides for every run")
     args = parser.parse_args()
 
@@ -178,7 +181,8 @@ def main() -> None:
                 f"{table4.loc[boom_model, 'device'] if boom_epoch is not None else '—'} | "
                 f"{'—' if boom_epoch is None else f'{boom_epoch / steady:.2g}'} |"
             )
-    grid_hours(epoch_s, grid_tasks, len(seeds), table4)
+    if not args.no_grid:
+        grid_hours(epoch_s, grid_tasks, len(seeds), table4)
 
 
 def grid_hours(epoch_s: dict, tasks: list[str], seeds: int, table4) -> None:

@@ -38,8 +38,12 @@ BACKBONES = {
     "visnet": tiny_visnet,
 }
 # every model whose sums mix dtypes under autocast once failed here (index_add_/scatter_add_)
-# relative RMS change of the predictions: bf16 keeps 8 mantissa bits, TF32 10
+# relative RMS change of the predictions: bf16 keeps 8 mantissa bits, TF32 10. Measured on
+# an H200 (torch 2.11, CUDA 13), each test recording its value (`relative_change` in the
+# device check's JUnit XML): TF32 moves ViSNet's predictions by 1.8 %, its spherical
+# harmonics and cutoff products stacked over its layers; the others by under 1 %.
 TOLERANCE = {"bf16": 5e-2, "tf32": 1e-2}
+MODEL_TOLERANCE = {("visnet", "tf32"): 3e-2}
 
 
 def test_trainer_gpu_is_a_gpu_trainer_with_tf32_matmuls():
@@ -47,7 +51,7 @@ def test_trainer_gpu_is_a_gpu_trainer_with_tf32_matmuls():
     assert cfg.trainer.accelerator == "gpu" and cfg.trainer.devices == 1
     assert cfg.trainer.precision == "32-true"  # mixed precision stays a per-run choice
     assert cfg.matmul_precision == "high"
-    assert compose_config("train", []).matmul_precision == "highest"
+    assert compose_config("train", ["trainer=cpu"]).matmul_precision == "highest"
 
 
 def test_the_default_trainer_is_the_machines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,12 +69,13 @@ def test_the_default_trainer_is_the_machines(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_matmul_precision_is_part_of_a_run_only_when_it_changes_results():
-    cfg = compose_config("train", [])
+    cfg = compose_config("train", ["trainer=cpu"])  # "highest", torch's own default
     without = cfg.copy()
     with open_dict(without):
         del without["matmul_precision"]  # a run made before the setting existed
     assert config_key(cfg) == config_key(without)
-    assert config_key(compose_config("train", ["matmul_precision=high"])) != config_key(cfg)
+    high = compose_config("train", ["trainer=cpu", "matmul_precision=high"])
+    assert config_key(high) != config_key(cfg)
 
 
 def regressor(name: str) -> PropertyRegressor:
@@ -96,18 +101,21 @@ def relative_change(model: PropertyRegressor, batch: PointCloudBatch, mode: str)
 
 
 @pytest.mark.parametrize("name", sorted(BACKBONES))
-def test_bf16_autocast_stays_within_tolerance_on_cpu(name, one_thread):
+def test_bf16_autocast_stays_within_tolerance_on_cpu(name, one_thread, record_property):
     change = relative_change(regressor(name), point_cloud_batch(), "bf16")
+    record_property("relative_change", change)
     assert 0 < change < TOLERANCE["bf16"]  # 0 would mean autocast never reached a matmul
 
 
 @CUDA
 @pytest.mark.parametrize("mode", ["bf16", "tf32"])
 @pytest.mark.parametrize("name", sorted(BACKBONES))
-def test_reduced_precision_stays_within_tolerance_on_the_gpu(name, mode):
+def test_reduced_precision_stays_within_tolerance_on_the_gpu(name, mode, record_property):
     model = regressor(name).cuda()
     batch = point_cloud_batch().to("cuda")  # an optional field (fragment) stays None
-    assert relative_change(model, batch, mode) < TOLERANCE[mode]
+    change = relative_change(model, batch, mode)
+    record_property("relative_change", change)
+    assert change < MODEL_TOLERANCE.get((name, mode), TOLERANCE[mode])
 
 
 @CUDA

@@ -126,7 +126,7 @@ def test_bonds_stay_within_fragments_placed_on_top_of_each_other():
     assert set(map(tuple, anywhere.t().tolist())) > expected
 
 
-@pytest.mark.parametrize("group", [1, 3, 8])
+@pytest.mark.parametrize("group", [1, 3, 8, 64])  # 64: the whole batch, as on a GPU
 def test_block_matches_booms_dense_form(group, monkeypatch):
     """BOOM's InvariantBlock, molecule by molecule: D = cdist / (row sum + 1), then
     h ← LN(GCL(h) + h + LN_m(D · φ(h))) per sublayer (in float64), whatever the grouping

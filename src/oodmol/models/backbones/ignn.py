@@ -59,11 +59,13 @@ def covalent_radii() -> torch.Tensor:
 class DenseLayout(NamedTuple):
     """Where the atoms of a batch (molecules contiguous) sit in dense per-molecule blocks.
 
-    Molecules are sorted by size and cut into groups of `GROUP` (fewer in the last), each
-    group padded only to its own largest molecule: padding every molecule of a batch to
-    the batch's largest left about three quarters of the pair work on padding for
-    drug-sized molecules with hydrogens. Block g is [m_g, n_g]; `slot` places each atom in
-    the concatenation of the flattened blocks.
+    On a CPU, molecules are sorted by size and cut into groups of `GROUP` (fewer in the
+    last), each group padded only to its own largest molecule: padding every molecule of
+    a batch to the batch's largest left about three quarters of the pair work on padding
+    for drug-sized molecules with hydrogens. On a GPU the batch is one group: the padding's
+    arithmetic is free there, while each group costs a host sync and a dozen kernel
+    launches per layer (EGNN's 10k-set epoch took 8.6 s at 12 % utilisation so). Block g
+    is [m_g, n_g]; `slot` places each atom in the concatenation of the flattened blocks.
     """
 
     slot: torch.Tensor  # each atom's row in the concatenated flattened blocks
@@ -83,7 +85,8 @@ class DenseLayout(NamedTuple):
         sorted_sizes = sizes[molecules]
         shapes, masks, row_starts = [], [], []
         offset = 0
-        for group in sorted_sizes.split(cls.GROUP):
+        group_size = cls.GROUP if device.type == "cpu" else max(len(sizes), 1)
+        for group in sorted_sizes.split(group_size):
             width = int(group[-1])
             shapes.append((len(group), width))
             masks.append(torch.arange(width, device=device) < group.unsqueeze(1))
@@ -178,7 +181,8 @@ class PairSum(nn.Module):
         self, h: torch.Tensor, weights: list[torch.Tensor], slot: torch.Tensor
     ) -> torch.Tensor:
         rows = [w.shape[0] * w.shape[1] for w in weights]
-        projected = h.new_zeros(sum(rows), h.shape[-1]).index_copy(0, slot, self.project(h))
+        atoms = self.project(h)  # bf16 under autocast, whatever h is
+        projected = atoms.new_zeros(sum(rows), h.shape[-1]).index_copy(0, slot, atoms)
         summed = [
             torch.bmm(w, part.view(w.shape[0], w.shape[1], -1)).flatten(0, 1)
             for w, part in zip(weights, projected.split(rows), strict=True)
