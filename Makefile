@@ -12,7 +12,8 @@ ifneq ($(wildcard ../shared/data),)
 export OODMOL_SOURCE_DIR ?= $(abspath ../shared/data)
 endif
 
-.PHONY: install train test test-fast test-slurm lint docs docs-serve bench chemprop-env bench-chemprop gotennet-env \
+.PHONY: install train test test-fast test-slurm lint docs docs-serve bench gpu-pack gpu-check \
+	gpu-check-dry chemprop-env bench-chemprop gotennet-env \
 	test-gotennet-reference bench-gotennet mace-env test-mace-reference bench-mace \
 	painn-et-env test-painn-et-reference bench-painn-et clean
 
@@ -64,6 +65,19 @@ docs-serve: install
 
 bench: install
 	$(PY) -m bench.splits
+
+# The device check (bench/gpu_check.sh): `make gpu-pack` here packs .gpu/ (the wheels a
+# GPU machine without network lacks, the 10k set's files, compressed caches);
+# `make gpu-check-dry` rehearses the check on this CPU; `make gpu-check` runs it on the
+# GPU machine with its own python3 (ARGS: the steps, e.g. "tests epochs seeds").
+gpu-pack: install
+	bench/gpu_pack.sh
+
+gpu-check-dry: install
+	bash bench/gpu_check.sh --dry-run $(ARGS)
+
+gpu-check:
+	bash bench/gpu_check.sh $(ARGS)
 
 # Chemprop 2.3.1 pins rdkit==2026.03.6 (through cuik-molmaker), so the reference for
 # bench/chemprop_throughput.py and tests/references/test_chemprop_equivalence.py gets its own

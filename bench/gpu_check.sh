@@ -2,10 +2,11 @@
 # The device check: one call on a GPU machine measures the GPU path and writes everything
 # under $OUT: versions.txt, gpu_tests.log/.xml (each precision test records the relative
 # change it measured), epochs*.md/.json (seconds per epoch beside BOOM's Table 4,
-# utilisation, peak memory), seeds.md (one model's seeds side by side against one alone),
-# nvidia_smi.csv (utilisation sampled every 0.5 s through the whole check) and report.md,
-# which sums them up (bench/gpu_report.py). Each step has a time limit, so the check ends
-# within the sum of its steps' limits whatever fails.
+# utilisation, peak memory), seeds*.md (one model's seeds side by side, then one alone),
+# nvidia_smi.csv (utilisation sampled every 0.5 s through the whole check), all packed at
+# the end into check.tar.gz (a call brings back at most 8 files), and report.md, which
+# sums them up (bench/gpu_report.py). Each step has a time limit, so the check ends within
+# the sum of its steps' limits whatever fails.
 #
 #   bench/gpu_pack.sh                              # here: .gpu/ (wheels, sources, caches)
 #   OUT=/some/folder bench/gpu_check.sh [STEP...]  # there, in the checkout, .gpu carried
@@ -149,3 +150,6 @@ done
 step "report"
 $PY -m bench.gpu_report "$OUT" >"$OUT/report.md" 2>"$OUT/report.err" || cat "$OUT/report.err"
 step "done"
+# a call brings back at most 8 files: report.md, and everything in one archive
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name report.md ! -name check.tar.gz -printf '%P\n' |
+  tar -czf check.tar.gz -T - --remove-files)

@@ -199,7 +199,8 @@ def test_bf16_mixed_training_runs_on_cpu(tiny: TinyTask) -> None:
     once mixed float32 and bf16 trains and scores under it."""
     out = tiny.root / "cpu-bf16"
     egnn = ["model=egnn", "model.module.backbone.hidden=8", "model.module.backbone.layers=1"]
-    command = ["train.py", *egnn, "trainer.precision=bf16-mixed", "model.max_epochs=1"]
+    precision = ["trainer=cpu", "trainer.precision=bf16-mixed"]  # CPU on a GPU machine too
+    command = ["train.py", *egnn, *precision, "model.max_epochs=1"]
     tiny.run([*command, *tiny.task_args(), *QUIET, f"hydra.run.dir={out}"]).ok()
     metrics = json.loads((out / "metrics.json").read_text())
     assert all(metrics[s]["rmse"] > 0 for s in ("id", "ood"))
