@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
 # the resolvers the config tree uses (${oodmol.config_key:}, ${oodmol.sha256:...},
@@ -72,6 +74,15 @@ def benchmark_tasks(benchmark: str, source: str | None = None) -> list[str]:
 
 
 def compose_config(name: str, overrides: list[str]) -> DictConfig:
-    """Compose configs/<name>.yaml with command-line style overrides."""
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        return compose(config_name=name, overrides=overrides)
+    """Compose configs/<name>.yaml with command-line style overrides; inside a running
+    Hydra application too (whose own state is put back afterwards)."""
+    running = GlobalHydra.instance().is_initialized()
+    backup = get_gh_backup() if running else None
+    if running:
+        GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            return compose(config_name=name, overrides=overrides)
+    finally:
+        if running:
+            restore_gh_from_backup(backup)

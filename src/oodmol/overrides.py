@@ -24,6 +24,7 @@ from omegaconf.errors import (
 
 from oodmol.config import config_dir
 from oodmol.errors import UserError
+from oodmol.names import UnsafeNameError, check_name
 
 MAX_CHECKED_VALUES = 20  # of one sweep parameter, composed one at a time
 _ABSENT = object()
@@ -78,8 +79,23 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
+# settings that become folder names (the run folder, the data folder's caches)
+NAMES = ("task.name", "split.name", "model.name", "uq.name", "conformers.name", "model_name")
+
+
 def check_settings(cfg: DictConfig, where: str = "") -> None:
-    """Refuse a value of a known setting that has the wrong type or range, naming it."""
+    """Refuse a value of a known setting that has the wrong type or range, and a name
+    that could not be a folder's (`oodmol.names`), naming it."""
+    for key in NAMES:
+        try:
+            value = OmegaConf.select(cfg, key, default=_ABSENT)
+        except OmegaConfBaseException:
+            continue
+        if value is not _ABSENT and value is not None:
+            try:
+                check_name(value, key)
+            except UnsafeNameError as error:
+                raise OverrideError(f"{error}{where}") from None
     for key, setting in SETTINGS.items():
         try:
             value = OmegaConf.select(cfg, key, default=_ABSENT)

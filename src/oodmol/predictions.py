@@ -11,11 +11,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from oodmol.bounded import MB, check_size
 from oodmol.errors import InputError
 
 PREDICTIONS_FILE = "predictions.csv"
 STD_COLUMNS = ("y_std", "y_std_epistemic", "y_std_aleatoric")
 COLUMNS = ("mol_id", "smiles", "set", "y_true", "y_pred")
+
+# a QM9 run's predictions.csv is about 2 MB
+MAX_PREDICTIONS_BYTES = 512 * MB
 
 
 class PredictionsFileError(InputError):
@@ -76,6 +80,7 @@ def read_predictions_file(folder_or_file: str | Path) -> pd.DataFrame:
     if path.is_dir():
         path = path / PREDICTIONS_FILE
     try:
+        check_size(path, MAX_PREDICTIONS_BYTES, "predictions file")
         frame = pd.read_csv(path)
     except FileNotFoundError:
         raise PredictionsFileError(f"{path}: no such file") from None

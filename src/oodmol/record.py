@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from oodmol.bounded import read_json
 from oodmol.errors import InputError
 from oodmol.io import atomic_write_text
 
@@ -207,7 +208,7 @@ def read_record(path: str | Path) -> RunRecord:
     if path.is_dir():
         path = path / METRICS_FILE
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
+        content = read_json(path, "run record")
     except FileNotFoundError:
         raise RecordError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, ValueError) as error:

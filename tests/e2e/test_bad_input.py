@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,7 @@ class Case:
     code: int
     phrase: str
     setup: Callable[[World, Path], None] | None = None
+    env: dict[str, str] = field(default_factory=dict)  # beside the world's environment
 
 
 def train(*args: str) -> Callable[[World, Path], list[str]]:
@@ -1110,6 +1112,160 @@ CASES += [
 ]
 
 
+# --- received files: what their values do ------------------------------------------------
+# A checkpoint or a saved task rebuilt from this installation's configs: values that would
+# write outside their folder, become a path, loosen a limit or exhaust memory are refused,
+# and the write they aim at (the marker file) never happens. OODMOL_SOURCE_DIR is unset
+# (a user's normal setting), so a data source's file would be downloaded.
+
+OFFLINE_UNSET = {"OODMOL_SOURCE_DIR": ""}
+
+
+def installed_task(name: str) -> dict:
+    """A BOOM task's config as train.py stores it in a checkpoint (resolved)."""
+    from omegaconf import OmegaConf
+
+    from oodmol.config import compose_config
+
+    return OmegaConf.to_container(compose_config("train", [f"task={name}"]).task, resolve=True)
+
+
+def planted_source(marker: Path, relpath: str) -> dict:
+    """csd10k_density with its first file described anew: a `data:` URL whose bytes match
+    the checksum given, to be written at `relpath` (the marker, absolute or reached by
+    `..` from the data folder)."""
+    payload = b"smiles,density\nC,1.0\n"
+    task = installed_task("csd10k_density")
+    task["source"]["files"][0] = {
+        "relpath": relpath,
+        "url": "data:text/plain;base64,c21pbGVzLGRlbnNpdHkKQywxLjAK",
+        "checksum": "sha256:" + hashlib.sha256(payload).hexdigest(),
+    }
+    return task
+
+
+def received_checkpoint(change: Callable[[dict, World], None]) -> Callable[[World, Path], None]:
+    """The world's checkpoint with its stored config changed by `change`."""
+
+    def setup(w: World, d: Path) -> None:
+        checkpoint = torch.load(w.checkpoint, map_location="cpu", weights_only=True)
+        change(checkpoint["oodmol_config"], w)
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(50_000)  # torch.save recurses into a planted depth
+        try:
+            torch.save(checkpoint, d / "received.ckpt")
+        finally:
+            sys.setrecursionlimit(limit)
+
+    return setup
+
+
+def set_in(*keys: str, value: Callable[[World], object]) -> Callable[[dict, World], None]:
+    def change(config: dict, w: World) -> None:
+        node = config
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value(w)
+
+    return change
+
+
+def nested(depth: int) -> list:
+    top: list = []
+    node = top
+    for _ in range(depth):
+        node.append([])
+        node = node[0]
+    return top
+
+
+RECEIVED = lambda w, d: d / "received.ckpt"  # noqa: E731
+ESCAPE_BY_DOTS = "../../PAYLOAD_RAN"  # from <data>/raw to the world's marker
+RECEIVED_CASES = [
+    (
+        "source_file_absolute",
+        set_in("task", value=lambda w: planted_source(w.marker, str(w.marker))),
+        "never a received file's",
+    ),
+    (
+        "source_file_dots",
+        set_in("task", value=lambda w: planted_source(w.marker, ESCAPE_BY_DOTS)),
+        "never a received file's",
+    ),
+    ("task_name_dots", set_in("task", "name", value=lambda w: "../../escape"), "a name must be"),
+    ("model_name_slash", set_in("model", "name", value=lambda w: "/tmp/x"), "a name must be"),
+    (
+        "limit_loosened",
+        set_in("task", "limits", "max_atoms", value=lambda w: 10**9),
+        "looser than this installation's 1000",
+    ),
+    (
+        "time_limit_removed",
+        set_in("task", "limits", "time_limit", value=lambda w: None),
+        "looser than this installation's 60",
+    ),
+    (
+        "unknown_setting",
+        set_in("model", "module", "backbone", "depth", value=lambda w: 3),
+        "is not a setting of this installation's configs",
+    ),
+    (
+        "wrong_type",
+        set_in("model", "module", "backbone", "hidden", value=lambda w: "wide"),
+        "the configs hold a list here",
+    ),
+    (
+        "huge_list",
+        set_in("model", "module", "backbone", "hidden", value=lambda w: list(range(3_000_000))),
+        "more than 250,000 pickled values",
+    ),
+    (
+        "deep_nesting",
+        set_in("model", "module", "backbone", "hidden", value=lambda w: nested(5000)),
+        "nested more than",
+    ),
+    ("seed_negative", set_in("seed", value=lambda w: -5), "seed must be a whole number ≥ 0"),
+]
+for kind, change, phrase in RECEIVED_CASES:
+    CASES += [
+        Case(
+            f"evaluate_received_{kind}",
+            "evaluate.py (checkpoint)",
+            evaluate_ckpt(RECEIVED),
+            2,
+            phrase,
+            received_checkpoint(change),
+            OFFLINE_UNSET,
+        ),
+        Case(
+            f"predict_received_{kind}",
+            "oodmol predict",
+            predict_ckpt(RECEIVED),
+            2,
+            phrase,
+            received_checkpoint(change),
+            OFFLINE_UNSET,
+        ),
+    ]
+
+
+def deep_record(w: World, d: Path) -> None:
+    (d / "runs" / "x").mkdir(parents=True)
+    (d / "runs" / "x" / "metrics.json").write_text("[" * 100_000 + "]" * 100_000)
+
+
+CASES += [
+    Case(
+        "report_deep_record",
+        "oodmol report",
+        tool("report", "{d}/runs", "--out", "{d}/out"),
+        2,
+        "no valid metrics.json",
+        deep_record,
+    ),
+]
+
+
 # --- the campaign's run ------------------------------------------------------------------
 
 
@@ -1119,7 +1275,7 @@ def test_bad_input_ends_in_one_message(world: World, case: Case) -> None:
     if case.setup is not None:
         case.setup(world, folder)
     before = world.snapshot()
-    env = {"PYTHONPATH": str(folder), "PLANTED_MARKER": str(world.marker)}
+    env = {"PYTHONPATH": str(folder), "PLANTED_MARKER": str(world.marker), **case.env}
     outcome = world.doors.run(case.argv(world, folder), cwd=folder, env=env)
     assert outcome.returncode == case.code, outcome.shown()
     assert "Traceback" not in outcome.stdout + outcome.stderr, outcome.shown()
@@ -1292,6 +1448,43 @@ def test_api_saved_task_is_data(benchmark_task, world: World, tmp_path: Path) ->
     with pytest.raises(UserError, match="no such file"):
         BenchmarkTask.read(tmp_path / "absent")
     assert not world.marker.exists()
+
+
+def test_a_received_task_folder_writes_nothing_outside(
+    benchmark_task, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A saved task whose stored task describes its data source's files anew (a path out
+    of the data folder, a `data:` URL, the checksum of its own bytes) is refused when it
+    is read; its features are never built, so nothing is written anywhere."""
+    from oodmol.benchmark import BenchmarkTask
+    from oodmol.errors import UserError
+
+    monkeypatch.setenv("OODMOL_SOURCE_DIR", "")
+    for relpath in (str(world.marker), ESCAPE_BY_DOTS):
+        folder = benchmark_task.save(tmp_path / "task")
+        description = json.loads((folder / "task.json").read_text())
+        description["config"]["task"] = planted_source(world.marker, relpath)
+        (folder / "task.json").write_text(json.dumps(description))
+        with pytest.raises(UserError, match="never a received file's"):
+            BenchmarkTask.read(folder).features()
+        assert not world.marker.exists()
+    description["config"]["task"] = installed_task("csd10k_density")
+    description["config"]["task"]["limits"] = {"max_atoms": 10**9}
+    (folder / "task.json").write_text(json.dumps(description))
+    with pytest.raises(UserError, match="is not a setting"):  # a BOOM task's limits: its source's
+        BenchmarkTask.read(folder)
+
+
+def test_api_names_never_leave_their_folder(benchmark_task, tmp_path: Path) -> None:
+    """A run's name becomes a folder of `save_to`: one that would climb out of it is
+    refused and nothing is written."""
+    from oodmol.errors import UserError
+
+    runs = tmp_path / "runs"
+    for name in ("../../escape", "/tmp/escape", "a/b", ".hidden", ""):
+        with pytest.raises(UserError, match="a name must be"):
+            benchmark_task.evaluate(api_predictions(benchmark_task), name=name, save_to=runs)
+    assert not any(tmp_path.rglob("metrics.json"))
 
 
 def test_a_planted_round_record_is_refused_before_it_reaches_an_override(world: World) -> None:

@@ -22,7 +22,7 @@ from oodmol.ablation.runs import Run
 from oodmol.data.task import load_task
 from oodmol.errors import InputError
 from oodmol.figures import new_figure
-from oodmol.stored_config import check_stored_config
+from oodmol.stored_config import rebuild
 
 Correlation = Callable[[dict, dict], float]
 
@@ -91,13 +91,13 @@ def data_correlation(data_dir: Path) -> Correlation:
 
     @cache
     def values(config: str) -> pd.Series:
-        task = instantiate(OmegaConf.create(config))
-        data = load_task(task, data_dir, progress=False)
+        # read from runs' metrics.json: data, rebuilt from this installation's configs
+        stored = {"task": OmegaConf.to_container(OmegaConf.create(config))}
+        task = rebuild(stored, "a fine-tuned run's transfer record", ("task",), "data").task
+        data = load_task(instantiate(task), data_dir, progress=False)
         return pd.Series(data.y, index=data.table.mol_id)
 
     def correlation(source: dict, target: dict) -> float:
-        for config in (source, target):  # read from runs' metrics.json: data, not code
-            check_stored_config(config, "a fine-tuned run's transfer record")
         a = values(OmegaConf.to_yaml(source))
         b = values(OmegaConf.to_yaml(target))
         common = a.index.intersection(b.index)

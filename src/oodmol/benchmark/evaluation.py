@@ -13,6 +13,7 @@ import pandas as pd
 
 from oodmol.comparability import EXTERNAL
 from oodmol.errors import UserError
+from oodmol.names import check_name, inside
 from oodmol.predictions import SetPredictions, std_columns
 from oodmol.record import METRICS_FILE, TEST_SETS, RunRecord
 from oodmol.scoring.results import scored, write_results
@@ -108,7 +109,9 @@ def evaluate(
     if save_to is None:
         record, _ = scored(sets, RunRecord.of(header), median)
         return record.to_json()
-    folder = Path(save_to) / task.name / task.split / name / str(header["seed"])
+    parts = [check_name(v, f"the run's {k}") for k, v in (("task", task.name),
+             ("split", task.split), ("name", name), ("seed", str(header["seed"])))]  # fmt: skip
+    folder = inside(save_to, "/".join(parts), "the run folder")
     if (folder / METRICS_FILE).exists() and not overwrite:
         raise RunExistsError(f"{folder} already holds a run; pass overwrite=True to replace it")
     record, _ = write_results(

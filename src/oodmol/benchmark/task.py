@@ -3,7 +3,6 @@ train.py uses them, and the scoring of any model's predictions on them."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,16 +12,19 @@ import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from oodmol.bounded import MB, check_size, read_json
 from oodmol.config import benchmark_tasks, config_dir
 from oodmol.data.splits.assignment import SETS, SplitAssignment
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
 from oodmol.errors import InputError, MissingFileError, UserError
 from oodmol.io import atomic_write_json
+from oodmol.names import check_name
 from oodmol.overrides import compose_checked
-from oodmol.stored_config import check_stored_config, rebuild
+from oodmol.stored_config import rebuild
 
 TEST_SETS = ("id", "ood")
+MAX_TASK_BYTES, MAX_SET_BYTES = 64 * MB, 1024 * MB  # QM9's: under 1 MB and 20 MB
 COLUMNS = ["mol_id", "smiles", "target"]
 
 
@@ -85,7 +87,7 @@ class BenchmarkTask:
     val: pd.DataFrame
     test: dict[str, pd.DataFrame]
     card: dict[str, Any]
-    config: dict = field(repr=False, default_factory=dict)  # the task's config, data folder
+    config: dict = field(repr=False, default_factory=dict)  # the task's resolved config
 
     @classmethod
     def from_data(cls, cfg: DictConfig, data: TaskData, split: SplitAssignment) -> BenchmarkTask:
@@ -99,10 +101,7 @@ class BenchmarkTask:
             val=frames["val"],
             test={name: frames[name] for name in TEST_SETS},
             card=card,
-            config={
-                "task": OmegaConf.to_container(cfg.task, resolve=True),
-                "data_dir": str(Path(cfg.paths.data_dir).resolve()),
-            },
+            config={"task": OmegaConf.to_container(cfg.task, resolve=True)},
         )
 
     def evaluate(self, predictions: dict, **options: Any) -> dict:
@@ -143,12 +142,17 @@ class BenchmarkTask:
 
     def _store(self, kind: str) -> FeatureStore:
         featurizer = instantiate(OmegaConf.load(config_dir() / "featurizer" / f"{kind}.yaml"))
-        data_dir = Path(self.config["data_dir"])
-        task = instantiate(rebuild({"task": self.config["task"]}, f"{self.name}'s task").task)
-        data = load_task(task, data_dir, progress=False)
+        cfg = self._rebuilt(f"{self.name}'s task")
+        data_dir = Path(cfg.paths.data_dir)  # this installation's data folder
+        data = load_task(instantiate(cfg.task), data_dir, progress=False)
         return FeatureStore.build_or_open(
             featurizer, data.dataset, data_dir / "features", progress=False
         )
+
+    def _rebuilt(self, source: str) -> DictConfig:
+        """The task's config rebuilt from this installation's configs (a saved folder
+        may have been received: `oodmol.stored_config`)."""
+        return rebuild({"task": self.config.get("task")}, source, ("task",), "data")
 
     def save(self, folder: str | Path) -> Path:
         """Write the sets (Parquet) and the card and config (JSON) into `folder`."""
@@ -171,9 +175,13 @@ class BenchmarkTask:
         if not description.is_file():
             raise MissingFileError(f"{description}: no such file (BenchmarkTask.save writes it)")
         try:
-            saved = json.loads(description.read_text(encoding="utf-8"))
-            config = saved["config"]
-            check_stored_config(config["task"], str(description))
+            saved = read_json(description, "saved task", MAX_TASK_BYTES)
+            config = {"task": saved["config"]["task"]}
+            described = {key: saved[key] for key in ("name", "split", "seed", "card")}
+            for key in ("name", "split"):
+                check_name(described[key], f"{description}: {key}")
+            for name in SETS:
+                check_size(folder / f"{name}.parquet", MAX_SET_BYTES, "saved set")
             frames = {name: pd.read_parquet(folder / f"{name}.parquet") for name in SETS}
         except (ValueError, KeyError, TypeError, OSError) as error:
             if isinstance(error, UserError):
@@ -181,9 +189,10 @@ class BenchmarkTask:
             raise InputError(
                 f"{folder}: not a task BenchmarkTask.save wrote ({type(error).__name__}: {error})"
             ) from None
-        described = {key: saved[key] for key in ("name", "split", "seed", "card")}
         test = {name: frames[name] for name in TEST_SETS}
-        return cls(**described, train=frames["train"], val=frames["val"], test=test, config=config)
+        task = cls(**described, train=frames["train"], val=frames["val"], test=test, config=config)
+        task._rebuilt(str(description))  # refused here, before anything uses it
+        return task
 
 
 def _frame(data: TaskData, mol_ids: np.ndarray) -> pd.DataFrame:

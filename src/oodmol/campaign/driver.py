@@ -19,7 +19,6 @@ The labels of pool molecules are read for the records only; acquisition sees μ 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from oodmol.bounded import read_json
 from oodmol.campaign.acquisition import NEEDS_SIGMA, Objective, acquisition_scores, select_batch
 from oodmol.campaign.progress import best_value, progress, top_molecules
 from oodmol.campaign.settings import CampaignSettings, campaign_key, default_folder
@@ -114,7 +114,7 @@ class Campaign:
         if not path.is_file():
             atomic_write_json(path, {**description, "versions": package_versions()})
             return
-        held = json.loads(path.read_text())
+        held = read_json(path, "campaign description")
         differs = [k for k in ("settings", "run_config_key") if held.get(k) != description[k]]
         if differs:
             raise CampaignError(
@@ -190,7 +190,7 @@ class Campaign:
         path = self.folder / "pool.json"
         if not path.is_file():
             return None
-        pool = json.loads(path.read_text())
+        pool = read_json(path, "campaign pool")
         pool["mol_id"] = np.asarray(pool["mol_id"], dtype=np.int64)
         return pool
 
@@ -285,7 +285,7 @@ def _checked_record(path: Path) -> dict:
     """A round's record as this campaign wrote it: its acquired molecules go into the
     next run's split as an override, so each must be a plain molecule id."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = read_json(path, "campaign round")
     except (OSError, ValueError) as error:
         raise CampaignError(
             f"{path} cannot be read ({error}); delete it to play the round again"

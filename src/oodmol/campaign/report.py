@@ -11,7 +11,6 @@ recall a random batch has on average: acquired / pool size).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from oodmol.bounded import read_json
 from oodmol.command_line import ToolParser, entry_point
 from oodmol.errors import InputError, MissingFileError
 from oodmol.figures import new_figure, write_outputs
@@ -34,7 +34,7 @@ def campaign_rows(folders: list[Path]) -> pd.DataFrame:
             raise MissingFileError(f"{top}: no such folder")
         for description in sorted(Path(top).rglob("campaign.json")):
             try:
-                rows += _rows_of(description.parent, json.loads(description.read_text()))
+                rows += _rows_of(description.parent, read_json(description, "campaign"))
             except (KeyError, TypeError, ValueError, AttributeError) as error:
                 raise InputError(
                     f"{description.parent}: not a campaign folder as oodmol campaign writes "
@@ -47,7 +47,7 @@ def campaign_rows(folders: list[Path]) -> pd.DataFrame:
 
 def _rows_of(folder: Path, description: dict) -> list[dict]:
     pool = (
-        json.loads((folder / "pool.json").read_text()) if (folder / "pool.json").is_file() else {}
+        read_json(folder / "pool.json", "campaign pool") if (folder / "pool.json").is_file() else {}
     )
     model = description["model"] + ("" if description["uq"] == "none" else f"+{description['uq']}")
     common = {
@@ -61,7 +61,7 @@ def _rows_of(folder: Path, description: dict) -> list[dict]:
     }
     rows = []
     for path in sorted((folder / "rounds").glob("*.json"), key=lambda p: int(p.stem)):
-        record = json.loads(path.read_text())
+        record = read_json(path, "campaign round")
         rows.append(
             {
                 **common,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from oodmol.campaign.acquisition import DIRECTIONS, RULES
 from oodmol.errors import UserError
+from oodmol.names import check_name, inside
 
 # what the campaign sets on every run itself, or what would break its rounds
 RESERVED = {
@@ -108,4 +109,6 @@ def campaign_key(settings: CampaignSettings, run_key: str) -> str:
 
 def default_folder(log_dir: str, task: str, run_name: str, acquisition: str, key: str, seed: int):
     """runs/campaigns/<task>/<model>[+<uq>]/<acquisition>/<key>/<seed>."""
-    return Path(log_dir) / "campaigns" / task / run_name / acquisition / key / str(seed)
+    parts = {"task": task, "model": run_name, "acquisition": acquisition, "key": key}
+    names = [check_name(value, f"the campaign's {what}") for what, value in parts.items()]
+    return inside(Path(log_dir) / "campaigns", "/".join([*names, str(seed)]), "campaign folder")

@@ -20,6 +20,7 @@ from oodmol.data.validate import validate
 from oodmol.interrupts import interruptible
 from oodmol.io import atomic_write_dir, atomic_write_json
 from oodmol.locks import build_lock
+from oodmol.names import inside
 from oodmol.parallel import global_rank
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def load_dataset(
     """
     data_dir = Path(data_dir)
     key = _cache_key(source, data_dir)
-    folder = data_dir / "tables" / f"{source.name}-{key}"
+    folder = inside(data_dir, f"tables/{source.name}-{key}", "data set cache")
     cached, problem = _open(folder, key)
     if cached is None:
         cached = _build(source, data_dir, folder, key, problem, progress)

@@ -62,6 +62,7 @@ from oodmol.data.table import MoleculeTable
 from oodmol.interrupts import NOTHING_KEPT, interruptible
 from oodmol.io import atomic_write_json
 from oodmol.locks import build_lock
+from oodmol.names import inside
 from oodmol.parallel import Refused, process_map, worker_count
 
 FORMAT_VERSION = 1
@@ -119,7 +120,8 @@ class FeatureStore:
             "params": featurizer.params(),
         }
         key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-        path = Path(cache_dir) / f"{table.name}-{featurizer.name}-{key[:16]}.lmdb"
+        name = f"{table.name}-{featurizer.name}-{key[:16]}.lmdb"
+        path = inside(cache_dir, name, "feature cache")
         meta, problem = _check(path, key)
         if meta is not None:
             return cls(path, meta)

@@ -20,6 +20,7 @@ from oodmol.data.table import MoleculeTable
 from oodmol.errors import InputError
 from oodmol.io import file_digest
 from oodmol.locks import build_lock
+from oodmol.names import check_name, inside, safe_stem
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,9 @@ class Task:
     description: str
     ood_size: int | float
     benchmark: str | None = None  # a label: the benchmark whose grids list the task
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "task.name")
 
     def label(self) -> str:
         return f"{self.property} ({self.units})"
@@ -74,7 +78,7 @@ def csv_task(
                 f"task.path={path} changed since this run was configured "
                 f"({checksum} then, {actual} now); start the run again"
             )
-    stem = Path(path).stem
+    stem = safe_stem(Path(path).stem)
     source = CSVSource(
         name=f"csv-{stem}",
         files=[path],
@@ -149,7 +153,7 @@ def load_task(task: Task, data_dir: Path, progress: bool = True) -> TaskData:
 def split_path(data: TaskData, splitter: Splitter, data_dir: Path) -> Path:
     identity = {"table": data.table.version, "target": data.task.target, **splitter.settings()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
-    return Path(data_dir) / "splits" / data.task.name / f"{splitter.name}-{key}.json"
+    return inside(data_dir, f"splits/{data.task.name}/{splitter.name}-{key}.json", "split file")
 
 
 def load_split(data: TaskData, splitter: Splitter, data_dir: Path) -> SplitAssignment:

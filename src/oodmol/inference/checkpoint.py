@@ -7,9 +7,11 @@ in it is rebuilt as data (`oodmol.stored_config`). Any file that is not such a c
 from __future__ import annotations
 
 import pickle
+import pickletools
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from omegaconf import DictConfig
@@ -36,6 +38,10 @@ INFERENCE_KEYS = (
 
 ZIP_MAGIC = b"PK\x03\x04"  # torch.save's format since torch 1.6
 PICKLE_PROTOCOL = b"\x80"  # the legacy format: a pickle
+# a train.py checkpoint's pickled part (names, settings, the tokenizer's text; tensors
+# apart) takes a few thousand pickle operations; weights-only loading runs each in
+# Python, so a planted structure of millions would keep a reader busy for minutes
+MAX_PICKLE_OPERATIONS = 250_000
 
 
 class CheckpointError(UserError):
@@ -72,6 +78,7 @@ def read_checkpoint_file(path: str | Path, mmap: bool = False) -> dict[str, Any]
             f"ckpt_path={path} cannot be read as a checkpoint (it does not start like one: "
             "a text file, or another kind of file?)"
         )
+    _check_pickle_size(path, start[:4] == ZIP_MAGIC)
     try:
         content = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as error:
@@ -91,6 +98,36 @@ def read_checkpoint_file(path: str | Path, mmap: bool = False) -> dict[str, Any]
             f"ckpt_path={path} holds a {type(content).__name__}, not a checkpoint"
         )
     return content
+
+
+def _check_pickle_size(path: Path, zipped: bool) -> None:
+    """Refuse a checkpoint whose pickled part holds more operations than any train.py
+    writes, counted (and stopped at the limit) before anything is unpickled."""
+    try:
+        if zipped:
+            with zipfile.ZipFile(path) as archive:
+                names = [n for n in archive.namelist() if n.endswith("/data.pkl")]
+                if not names:
+                    return  # not torch's layout: torch's reader says so
+                with archive.open(names[0]) as pickled:
+                    _count_operations(path, pickled, pickles=1)
+        else:
+            with open(path, "rb") as pickled:  # magic, protocol, system info, content
+                _count_operations(path, pickled, pickles=4)
+    except (zipfile.BadZipFile, ValueError, EOFError):
+        return  # damaged: torch's reader names what is wrong
+
+
+def _count_operations(path: Path, stream: IO[bytes], pickles: int) -> None:
+    count = 0
+    for _ in range(pickles):
+        for _ in pickletools.genops(stream):
+            count += 1
+            if count > MAX_PICKLE_OPERATIONS:
+                raise CheckpointError(
+                    f"ckpt_path={path} holds more than {MAX_PICKLE_OPERATIONS:,} pickled "
+                    "values, far more than any checkpoint train.py writes; not read"
+                )
 
 
 def read_trained_model(path: str | Path) -> tuple[TrainedModel, dict[str, Any]]:

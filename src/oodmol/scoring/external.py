@@ -14,6 +14,7 @@ import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from oodmol.bounded import check_size
 from oodmol.comparability import coverage_flags
 from oodmol.data.sources.csv_source import check_utf8, delimiter_hint
 from oodmol.data.splits.assignment import SplitAssignment
@@ -21,7 +22,7 @@ from oodmol.data.task import TaskData, load_split, load_task
 from oodmol.data.validate import parse_smiles
 from oodmol.errors import UserError
 from oodmol.overrides import OverrideError
-from oodmol.predictions import SetPredictions
+from oodmol.predictions import MAX_PREDICTIONS_BYTES, SetPredictions
 from oodmol.record import RunRecord
 from oodmol.scoring.results import write_results
 from oodmol.scoring.values import value_problems
@@ -112,6 +113,7 @@ def _check_smiles_agree(frame: pd.DataFrame, data: TaskData, path: Path) -> None
 def _read_rows(path: Path) -> pd.DataFrame:
     """Every cell as the text written, so that an empty cell, `nan` and `abc` stay apart;
     indexed by line number (blank lines are counted, then dropped)."""
+    check_size(path, MAX_PREDICTIONS_BYTES, "predictions file")
     check_utf8(path)
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)

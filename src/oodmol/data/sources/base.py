@@ -13,6 +13,7 @@ import numpy as np
 from oodmol.data.limits import MoleculeLimits
 from oodmol.data.report import DataReport
 from oodmol.data.table import Geometry
+from oodmol.names import check_name
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Source(ABC):
         elements: list[str] | None = None,
         limits: Mapping[str, Any] | None = None,
     ) -> None:
-        self.name = name
+        self.name = check_name(name, "the data source's name")
         self.elements = sorted(elements) if elements else None
         self.limits = MoleculeLimits(**(limits or {}))
 

@@ -12,8 +12,10 @@ from pathlib import Path
 
 from oodmol.errors import UserError
 from oodmol.io import atomic_write_bytes, file_digest
+from oodmol.names import check_url, inside
 
 SOURCE_DIR_ENV = "OODMOL_SOURCE_DIR"
+CHECKSUMS = ("sha256", "md5")  # the digests public data sets publish
 
 
 class SourceUnavailable(UserError, RuntimeError):
@@ -53,11 +55,23 @@ class RemoteFile:
     download_checksum: str | None = None
     rename: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        inside(".", self.relpath, "a source file's relpath")  # relative, no '..'
+        check_url(self.url, f"the URL of {self.relpath}")
+        for checksum in filter(None, (self.checksum, self.download_checksum)):
+            algorithm, _, digest = checksum.partition(":")
+            if algorithm not in CHECKSUMS or not digest:
+                raise UserError(
+                    f"{self.relpath}: checksum {checksum[:80]!r} is not one of "
+                    f"{', '.join(f'{a}:<hex>' for a in CHECKSUMS)}"
+                )
+
     def resolve(self, data_dir: Path) -> Path:
-        """Path of a verified copy: offline source dir first, then a cached download."""
+        """Path of a verified copy: offline source dir first, then a cached download,
+        each inside its folder whatever `relpath` says."""
         source_dir = os.environ.get(SOURCE_DIR_ENV)
         if source_dir:
-            path = Path(source_dir) / self.relpath
+            path = inside(source_dir, self.relpath, f"{SOURCE_DIR_ENV} file {self.relpath}")
             if not path.is_file():
                 raise SourceUnavailable(
                     f"{self.relpath} not found in {SOURCE_DIR_ENV}={source_dir} "
@@ -65,7 +79,7 @@ class RemoteFile:
                 )
             _verify(path, self.checksum, str(path))
             return path
-        path = Path(data_dir) / "raw" / self.relpath
+        path = inside(Path(data_dir) / "raw", self.relpath, f"download of {self.relpath}")
         if path.is_file():
             if not self.rename:
                 _verify(path, self.checksum, str(path))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from oodmol.bounded import read_json
 from oodmol.data.table import MoleculeTable
 from oodmol.errors import UserError
 from oodmol.io import atomic_write_json
@@ -107,7 +107,7 @@ class SplitAssignment:
     @classmethod
     def read(cls, path: Path) -> SplitAssignment:
         """Read a split file, refusing one whose content does not match its hash."""
-        payload = json.loads(Path(path).read_text())
+        payload = read_json(path, "split file")
         split = cls(
             {k: np.asarray(v, dtype=np.int64) for k, v in payload["sets"].items()}, payload["info"]
         )

@@ -11,6 +11,7 @@ from rdkit.Chem.Scaffolds import MurckoScaffold
 from oodmol.data.splits.assignment import ALL_SETS, EmptySetError, SplitAssignment, empty_sets
 from oodmol.data.splits.kde import gaussian_kde_log_density, scott_bandwidth
 from oodmol.data.table import MoleculeTable
+from oodmol.names import check_name
 
 TRAIN, VAL, ID, OOD, VAL_TAIL = range(len(ALL_SETS))
 VALIDATION_RULES = ("random", "tail")
@@ -55,7 +56,7 @@ class Splitter(ABC):
         val: str = "random",
         subset: tuple[float, int] | None = None,
     ) -> None:
-        self.name = name or self.name
+        self.name = check_name(name or self.name, "split.name")
         self.ood_size = ood_size
         self.id_fraction = id_fraction
         self.val_fraction = val_fraction
