@@ -71,7 +71,11 @@ NEUTRAL_MODEL_SETTINGS = {"init_from": None, "freeze": []}
 # what the eager one does only within rounding, so it is part of the key when on)
 NEUTRAL_MODULE_SETTINGS = {"compile_backbone": False}
 # top-level settings that change nothing at these values (TF32 matmuls do change results)
-NEUTRAL_RUN_SETTINGS = {"matmul_precision": "highest", "geometry_filter": None}
+NEUTRAL_RUN_SETTINGS = {
+    "matmul_precision": "highest",
+    "geometry_filter": None,
+    "baseline": {"name": "none"},  # no Δ-learning
+}
 # top-level groups that act only through the settings that interpolate them (the
 # conformers a 3D featuriser reads): resolved into those, then left out, so that a model
 # that does not read them keeps its key whichever is chosen
@@ -165,7 +169,8 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
     """What a checkpoint and the run resuming from it must share: the task (and its data),
     the split, the model, the seed, the uq method and member, the molecule subset.
     Hyperparameters such as the epoch budget may differ (training on for longer)."""
-    part = {k: _resolved(cfg, k) for k in ("task", "split", "model", "uq", "seed", "max_molecules")}
+    keys = ("task", "split", "model", "uq", "seed", "max_molecules", "baseline")
+    part = {k: _resolved(cfg, k) for k in keys}
     task, uq = part["task"] or {}, part["uq"] or {}
     if isinstance(part["split"], dict):
         for parent, key in _neutral(part["split"], NEUTRAL_SPLIT_SETTINGS):
@@ -178,6 +183,8 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
         "seed": part["seed"],
         "uq": {"method": uq.get("name", "none"), "member": uq.get("member")},
         "max_molecules": part["max_molecules"],
+        # Δ-learning's baseline, where a run has one (runs without keep their identity)
+        **({"baseline": part["baseline"]} if (part["baseline"] or {}).get("_target_") else {}),
     }
 
 

@@ -41,7 +41,7 @@ from oodmol.overrides import OverrideError, check_settings
 INSTANTIATION_KEYS = frozenset({"_partial_", "_recursive_", "_convert_", "_args_"})
 SCALARS = (str, int, float, bool, type(None))
 # the groups a stored config names, composed by name (in this order)
-GROUPS = ("task", "split", "model", "uq", "protocol", "conformers")
+GROUPS = ("task", "split", "model", "uq", "protocol", "conformers", "baseline")
 # interpolations that say where things live: their values are this installation's
 LOCATIONS = ("paths.", "hydra:", "oc.env:")
 SOURCE = "task.source"

@@ -12,6 +12,7 @@ import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from torch.utils.data import DataLoader
 
+from oodmol.data.baseline import LinearBaseline
 from oodmol.data.features import FeatureSet
 from oodmol.data.featurize.base import Featurizer
 from oodmol.data.geometry_checks import GeometryReport, check_store
@@ -52,6 +53,12 @@ class MoleculeDataModule(L.LightningDataModule):
     subset of at most that many molecules per set, for quick runs on large data sets
     (QM9); the subset is recorded with the run's data facts.
 
+    With a `baseline` (Δ-learning, `oodmol.data.baseline`), fitted on the training
+    molecules, the model's targets are what it leaves of the property (`model_targets`,
+    `train_targets`); `targets` stay the property's, and the run's predictions add
+    `offsets` back. A molecule without the baseline's estimate is left out like one
+    without features.
+
     With `bootstrap_seed` the training *dataset* is a resample of the training molecules
     with replacement (same size, seeded), for bootstrap ensembles; feature and target
     statistics stay those of the whole training set, so every member reads the same
@@ -88,6 +95,7 @@ class MoleculeDataModule(L.LightningDataModule):
         holdout: bool = True,
         group_by_size: bool = False,
         geometry_filter: dict[str, Featurizer] | None = None,
+        baseline: LinearBaseline | None = None,
     ) -> None:
         super().__init__()
         self.task = task
@@ -106,6 +114,8 @@ class MoleculeDataModule(L.LightningDataModule):
         self.group_by_size = group_by_size
         self.geometry_filter = dict(geometry_filter or {})
         self.geometry_reports: dict[str, GeometryReport] = {}
+        self.baseline = baseline
+        self.set_offsets: dict[str, np.ndarray] = {}
         self.resume_position: dict[str, int] | None = None
         self.set_ids: dict[str, np.ndarray] = {}
         self.data: TaskData | None = None
@@ -131,6 +141,8 @@ class MoleculeDataModule(L.LightningDataModule):
                 featurizer, self.data.dataset, self.data_dir / "features", progress=progress
             )
             self.geometry_reports[name] = check_store(store, self.data.dataset, name, progress)
+        if self.baseline is not None:
+            self.baseline.open(self.data.dataset, self.data_dir, progress)
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
@@ -141,9 +153,10 @@ class MoleculeDataModule(L.LightningDataModule):
         left_out = self._select_molecules(store)
         self._check_no_empty_set(left_out)
         feature_facts = self.features.fit(store, self.set_ids["train"])
+        baseline_facts = self._fit_baseline()
         for name in self.set_ids:
             ids = self.set_ids[name]
-            y = self.data.y[self.data.table.rows_of(ids)]
+            y = self.model_targets(name)
             if name == "train" and self.bootstrap_seed is not None:
                 rng = np.random.default_rng(self.bootstrap_seed)
                 draw = rng.choice(len(ids), size=len(ids), replace=True)
@@ -157,8 +170,19 @@ class MoleculeDataModule(L.LightningDataModule):
         }
         if self.geometry_filter:
             facts["geometry_filter"] = self.filter_facts
+        if baseline_facts:
+            facts["baseline"] = baseline_facts
         log.info("features of %s: %s", self.task.name, facts)
         self.feature_facts = facts
+
+    def _fit_baseline(self) -> dict | None:
+        """The baseline fitted on the training molecules, and its values for every set."""
+        if self.baseline is None:
+            self.set_offsets = {n: np.zeros(len(ids)) for n, ids in self.set_ids.items()}
+            return None
+        facts = self.baseline.fit(self.set_ids["train"], self.targets("train"))
+        self.set_offsets = {n: self.baseline.values(ids) for n, ids in self.set_ids.items()}
+        return facts
 
     def _select_molecules(self, store: FeatureStore) -> dict:
         """The molecules of each set this run uses (`set_ids`); returns what was left
@@ -166,6 +190,9 @@ class MoleculeDataModule(L.LightningDataModule):
         `holdout`, the validation molecules train too (BOOM's protocol: the whole pool
         but the test sets) and the run has no validation set."""
         failed = store.failed
+        if self.baseline is not None:  # no estimate: no baseline to learn from
+            every = np.concatenate([ids for ids in self.split.sets.values()])
+            failed = {**self.baseline.unusable(every), **failed}
         failed_ids = np.fromiter(failed, dtype=np.int64, count=len(failed))
         filtered = {mol_id for report in self.geometry_reports.values() for mol_id in report.failed}
         filtered_ids = np.fromiter(sorted(filtered), dtype=np.int64, count=len(filtered))
@@ -192,12 +219,14 @@ class MoleculeDataModule(L.LightningDataModule):
             self.set_ids[name] = subset(ids, name, self.max_molecules, self.splitter)
         if left_out:
             examples = [f"{k} ({failed[k]})" for k in sorted(failed)[:5]]
+            missing = f"{store.meta['featurizer']['name']} features"
+            if self.baseline is not None:
+                missing += f" or {self.baseline.column} estimate"
             log.warning(
-                "%s: %d molecules have no %s features and are left out of this run "
-                "(%s); e.g. mol_id %s",
+                "%s: %d molecules have no %s and are left out of this run (%s); e.g. mol_id %s",
                 self.task.name,
                 sum(left_out.values()),
-                store.meta["featurizer"]["name"],
+                missing,
                 ", ".join(f"{name} {n}" for name, n in left_out.items()),
                 "; ".join(examples),
             )
@@ -237,10 +266,20 @@ class MoleculeDataModule(L.LightningDataModule):
 
     @property
     def train_targets(self) -> np.ndarray:
-        return self.targets("train")
+        """What the model trains on: the property, or what the baseline leaves of it."""
+        return self.model_targets("train")
 
     def targets(self, name: str) -> np.ndarray:
+        """The property's values of a set's molecules."""
         return self.data.y[self.data.table.rows_of(self.set_ids[name])]
+
+    def offsets(self, name: str) -> np.ndarray:
+        """What the baseline predicts for a set's molecules (0 without one): the run's
+        predictions are the model's plus these."""
+        return self.set_offsets[name]
+
+    def model_targets(self, name: str) -> np.ndarray:
+        return self.targets(name) - self.offsets(name)
 
     def mol_ids(self, name: str) -> np.ndarray:
         return self.set_ids[name]

@@ -42,6 +42,9 @@ class Task:
     description: str
     ood_size: int | float
     benchmark: str | None = None  # a label: the benchmark whose grids list the task
+    # the column of the physics featuriser (configs/featurizer/physics.yaml) that
+    # estimates the property: a physics baseline's and Δ-learning's input
+    physics_estimate: str | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name, "task.name")
@@ -62,6 +65,7 @@ def csv_task(
     checksum: str | None = None,
     columns: list[str] | None = None,
     limits: dict | None = None,
+    physics_estimate: str | None = None,
 ) -> Task:
     """A BOOM-style task on a user's own CSV file, through the same validation.
 
@@ -70,6 +74,8 @@ def csv_task(
     `columns` reads more property columns into the data set (default: the target alone),
     for a split ranked by another column (`split=ood_of split.property=<column>`).
     `limits` bounds each molecule's size and parsing time (`MoleculeLimits`' keys).
+    `physics_estimate` names the physics featuriser's column that estimates the property
+    (for `baseline=physics`).
     """
     if checksum is not None:
         actual = f"sha256:{file_digest(Path(path).expanduser(), 'sha256')}"
@@ -95,6 +101,7 @@ def csv_task(
         extensive=extensive,
         description=description or f"{target_column} from {path}",
         ood_size=ood_size,
+        physics_estimate=physics_estimate,
     )
 
 

@@ -6,6 +6,7 @@ in it is rebuilt as data (`oodmol.stored_config`). Any file that is not such a c
 
 from __future__ import annotations
 
+import math
 import pickle
 import pickletools
 import zipfile
@@ -18,7 +19,13 @@ from omegaconf import DictConfig
 
 from oodmol.errors import MissingFileError, UserError
 from oodmol.stored_config import check_plain_data, rebuild
-from oodmol.training.build import CONFIG_KEY, FEATURES_KEY, RUN_KEY, STATISTICS_KEY
+from oodmol.training.build import (
+    BASELINE_KEY,
+    CONFIG_KEY,
+    FEATURES_KEY,
+    RUN_KEY,
+    STATISTICS_KEY,
+)
 
 # what rebuilding a model and its data needs of the stored run config; the rest of it
 # (loggers, callbacks, paths, Hydra's own settings) is never read
@@ -33,6 +40,7 @@ INFERENCE_KEYS = (
     "eval_batch_size",
     "max_molecules",
     "matmul_precision",
+    "baseline",
 )
 
 
@@ -52,13 +60,15 @@ class CheckpointError(UserError):
 class TrainedModel:
     """What a checkpoint holds besides its weights: the run's config (checked, rebuilt),
     the training statistics the model was built from, what the feature set learnt from
-    the training split, and the run's entry (configuration key, identity, budget)."""
+    the training split, the run's entry (configuration key, identity, budget), and
+    Δ-learning's fitted baseline (None without one)."""
 
     path: Path
     config: DictConfig
     statistics: dict[str, Any]
     features: dict[str, Any]
     run_entry: dict[str, Any]
+    baseline: dict[str, Any] | None = None
 
 
 def read_checkpoint_file(path: str | Path, mmap: bool = False) -> dict[str, Any]:
@@ -145,6 +155,12 @@ def read_trained_model(path: str | Path) -> tuple[TrainedModel, dict[str, Any]]:
     config = rebuild(content[CONFIG_KEY], source, keep=INFERENCE_KEYS)
     check_plain_data(content[STATISTICS_KEY], source)
     check_plain_data(content[FEATURES_KEY], source)
+    baseline = content.get(BASELINE_KEY)
+    if baseline is not None:
+        check_plain_data(baseline, source)
+        numbers = [baseline.get(k) for k in ("intercept", "slope")]
+        if not all(isinstance(v, float) and math.isfinite(v) for v in numbers):
+            raise CheckpointError(f"ckpt_path={path}: its baseline's fit is not two numbers")
     for key in ("task", "model"):
         if not isinstance(config.get(key), DictConfig):
             raise CheckpointError(f"ckpt_path={path}: its stored config has no {key}")
@@ -154,5 +170,6 @@ def read_trained_model(path: str | Path) -> tuple[TrainedModel, dict[str, Any]]:
         content[STATISTICS_KEY],
         content[FEATURES_KEY],
         content.get(RUN_KEY) or {},
+        baseline,
     )
     return trained, content

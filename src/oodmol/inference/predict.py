@@ -27,15 +27,17 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader
 
 from oodmol.config import gpu_present
+from oodmol.data.baseline import LinearBaseline
+from oodmol.data.featurize.base import Featurizer
 from oodmol.data.limits import DEFAULT_LIMITS, MoleculeLimits
 from oodmol.data.sources.csv_source import read_smiles_column
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.data.validate import parse_all
-from oodmol.inference.checkpoint import TrainedModel, read_trained_model
+from oodmol.inference.checkpoint import CheckpointError, TrainedModel, read_trained_model
 from oodmol.io import atomic_write_text
 from oodmol.overrides import OverrideError
-from oodmol.training.build import apply_matmul_precision, build_model
+from oodmol.training.build import apply_matmul_precision, build_baseline, build_model
 from oodmol.training.memory import plan_memory
 
 log = logging.getLogger(__name__)
@@ -65,11 +67,18 @@ def predict_file(cfg: DictConfig) -> Predicted:
     lines = np.array(sorted(canonical), dtype=np.int64)
     predictions: dict[str, np.ndarray] = {}
     if len(lines):
-        store = _featurised(run, lines, [canonical[int(i)] for i in lines], cfg)
+        smiles = [canonical[int(i)] for i in lines]
+        store = _featurised(instantiate(run.model.featurizer), lines, smiles, cfg)
         for line, reason in store.failed.items():
             rejected[line] = f"no features: {reason}"
+        baseline = _baseline(trained, lines, smiles, cfg)
+        if baseline is not None:
+            for line, reason in baseline.unusable(lines).items():
+                rejected.setdefault(line, f"no baseline estimate: {reason}")
         usable = np.array([i for i in lines if int(i) not in rejected], dtype=np.int64)
         predictions = _predictions(cfg, trained, store, usable) if len(usable) else {}
+        if baseline is not None and predictions:
+            predictions["pred"] = predictions["pred"] + baseline.values(predictions["line"])
     frame = _output(rows, canonical, rejected, predictions)
     atomic_write_text(Path(cfg.out), frame.to_csv(index=False))
     return Predicted(Path(cfg.out), len(rows), len(rows) - len(rejected), rejected)
@@ -112,15 +121,39 @@ def _validated(
 
 
 def _featurised(
-    run: DictConfig, lines: np.ndarray, smiles: list[str], cfg: DictConfig
+    featurizer: Featurizer, lines: np.ndarray, smiles: list[str], cfg: DictConfig
 ) -> FeatureStore:
     """The molecules' features by line, in a cache of their own (a second prediction of
     the same file reuses it); molecules the featuriser cannot represent are recorded."""
+    return FeatureStore.build_or_open(
+        featurizer, _table(lines, smiles), _cache(cfg), progress=cfg.progress
+    )
+
+
+def _table(lines: np.ndarray, smiles: list[str]) -> MoleculeTable:
     digest = hashlib.sha256("\n".join(smiles).encode()).hexdigest()[:12]
-    table = MoleculeTable(f"predict-{digest}", lines, np.array(smiles, dtype=str), {})
-    featurizer = instantiate(run.model.featurizer)
-    cache = Path(cfg.paths.data_dir) / "predict"
-    return FeatureStore.build_or_open(featurizer, table, cache, progress=cfg.progress)
+    return MoleculeTable(f"predict-{digest}", lines, np.array(smiles, dtype=str), {})
+
+
+def _cache(cfg: DictConfig) -> Path:
+    return Path(cfg.paths.data_dir) / "predict"
+
+
+def _baseline(
+    trained: TrainedModel, lines: np.ndarray, smiles: list[str], cfg: DictConfig
+) -> LinearBaseline | None:
+    """Δ-learning's baseline with the checkpoint's fit, on the molecules' estimates (in a
+    cache of their own), or None for a model without one."""
+    if trained.baseline is None:
+        return None
+    baseline = build_baseline(trained.config)
+    if baseline is None:
+        raise CheckpointError(
+            f"ckpt_path={trained.path} holds a baseline's fit but its config names none"
+        )
+    baseline.open(_table(lines, smiles), _cache(cfg).parent, cfg.progress, folder="predict")
+    baseline.intercept, baseline.slope = trained.baseline["intercept"], trained.baseline["slope"]
+    return baseline
 
 
 def _predictions(

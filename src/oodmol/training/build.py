@@ -10,6 +10,7 @@ import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from oodmol.data.baseline import LinearBaseline
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import FeatureSet
 from oodmol.data.geometry_checks import geometry_featurizers
@@ -20,6 +21,7 @@ CONFIG_KEY = "oodmol_config"
 RUN_KEY = "oodmol_run"  # the run's configuration key and identity
 STATISTICS_KEY = "oodmol_statistics"  # the training statistics the model was built from
 FEATURES_KEY = "oodmol_features"  # what the feature set learnt from the training split
+BASELINE_KEY = "oodmol_baseline"  # Δ-learning's fitted baseline (intercept, slope), if any
 
 
 def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
@@ -42,7 +44,14 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         holdout=cfg.protocol.holdout,
         group_by_size=cfg.model.get("group_by_size", False),
         geometry_filter=geometry_featurizers(cfg.get("geometry_filter")),
+        baseline=build_baseline(cfg),
     )
+
+
+def build_baseline(cfg: DictConfig) -> LinearBaseline | None:
+    """The run's Δ-learning baseline (`baseline=`), or None (`baseline=none`)."""
+    node = cfg.get("baseline")
+    return instantiate(node) if node is not None and node.get("_target_") else None
 
 
 def training_statistics(cfg: DictConfig, dm: MoleculeDataModule) -> dict[str, Any]:
@@ -98,20 +107,29 @@ def uq_module_arguments(cfg: DictConfig) -> dict:
 class SaveRunConfig(L.Callback):
     """Stores in every checkpoint what rebuilds its model without the training data: the
     resolved run config, the training statistics the model was built from, and what the
-    feature set learnt from the training split; and the run's entry (configuration key,
-    identity, budget overrides), so a resume can check it continues the same run. All
-    plain containers and tensors: a checkpoint loads weights-only."""
+    feature set learnt from the training split, and Δ-learning's fitted baseline; and
+    the run's entry (configuration key, identity, budget overrides), so a resume can check
+    it continues the same run. All plain containers and tensors: a checkpoint loads
+    weights-only."""
 
     def __init__(
-        self, cfg: DictConfig, run_entry: dict, statistics: dict, features: FeatureSet
+        self,
+        cfg: DictConfig,
+        run_entry: dict,
+        statistics: dict,
+        features: FeatureSet,
+        baseline: dict | None = None,
     ) -> None:
         self.config = OmegaConf.to_container(cfg, resolve=True)
         self.run_entry = run_entry
         self.statistics = statistics
         self.features = features
+        self.baseline = baseline
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
         checkpoint[CONFIG_KEY] = self.config
         checkpoint[RUN_KEY] = self.run_entry
         checkpoint[STATISTICS_KEY] = self.statistics
         checkpoint[FEATURES_KEY] = self.features.state_dict()
+        if self.baseline is not None:
+            checkpoint[BASELINE_KEY] = self.baseline

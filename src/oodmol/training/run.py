@@ -131,7 +131,7 @@ def _train(cfg: DictConfig, folder: Path) -> dict | float | None:
     callbacks = [
         *instantiate_group(cfg.callbacks),
         *instantiate_group(cfg.model.get("callbacks")),  # the model's own (e.g. EMA)
-        *run.callbacks(statistics, dm.features),
+        *run.callbacks(statistics, dm.features, dm.feature_facts.get("baseline")),
     ]
     trainer = build_trainer(cfg, callbacks, loggers)
     try:
@@ -215,9 +215,11 @@ class RunCallbacks:
             "debug": self.debug,
         }
 
-    def callbacks(self, statistics: dict, features: FeatureSet) -> list[L.Callback]:
+    def callbacks(
+        self, statistics: dict, features: FeatureSet, baseline: dict | None
+    ) -> list[L.Callback]:
         return [
-            SaveRunConfig(self.cfg, self.run_entry, statistics, features),
+            SaveRunConfig(self.cfg, self.run_entry, statistics, features, baseline),
             self.record,
             RandomState(),
             DivergenceGuard(),

@@ -77,7 +77,7 @@ class TestEvaluation(L.Callback):
                 dm.mol_ids(name),
                 dm.smiles(name),
                 dm.targets(name),
-                pred,
+                pred + dm.offsets(name),  # a baseline's part (Δ-learning), 0 without one
                 **std_columns(*variances),
                 flags=flags,
             )
@@ -105,7 +105,7 @@ class TestEvaluation(L.Callback):
             self.output_dir,
             sets,
             RunRecord.of(header),
-            float(np.median(dm.train_targets)),
+            float(np.median(dm.targets("train"))),
             dm.task.property,
             dm.task.units,
             calibrators=self.calibrators,

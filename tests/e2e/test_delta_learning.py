@@ -1,0 +1,53 @@
+"""Δ-learning end to end (`baseline=physics`): a forest learns what the physics estimate
+leaves of the tiny task's property (Crippen's log P) and its predictions add the
+estimate's line back; the record says so, `evaluate.py` rescoring and `oodmol predict`
+from the checkpoint give the same predictions, and the run's key differs from the plain
+forest's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from e2e_helpers import QUIET, RF, TinyTask
+
+N = 60
+DELTA = ["baseline=physics", "++task.physics_estimate=log_p"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory):
+    task = TinyTask.create(tmp_path_factory.mktemp("delta"))
+    task.molecules.head(N).to_csv(task.csv, index=False)  # xTB on 60 molecules, not 120
+    yield task
+    task.close()
+
+
+def test_a_delta_run_adds_its_baseline_back(tiny: TinyTask) -> None:
+    delta, plain = tiny.root / "delta", tiny.root / "plain"
+    args = [*tiny.task_args(), *QUIET, *RF, "task.ood_size=10"]
+    tiny.submit("delta", ["train.py", *args, *DELTA, f"hydra.run.dir={delta}"])
+    tiny.submit("plain", ["train.py", *args, f"hydra.run.dir={plain}"])
+    tiny.result("delta").ok()
+    tiny.result("plain").ok()
+    record = json.loads((delta / "metrics.json").read_text())
+    fit = record["data"]["baseline"]
+    assert (fit["name"], fit["column"]) == ("physics", "log_p")
+    assert fit["slope"] > 0.3  # ALPB's log P follows Crippen's
+    assert record["config_key"] != json.loads((plain / "metrics.json").read_text())["config_key"]
+    predictions = pd.read_csv(delta / "predictions.csv")
+    assert np.isfinite(predictions["y_pred"]).all()
+    rescored = tiny.root / "rescored"
+    command = ["evaluate.py", f"ckpt_path={delta / 'checkpoints' / 'last.ckpt'}", *QUIET]
+    tiny.run([*command, f"hydra.run.dir={rescored}"]).ok()
+    again = pd.read_csv(rescored / "predictions.csv")
+    np.testing.assert_allclose(again["y_pred"], predictions["y_pred"], rtol=1e-9)
+    ood = predictions[predictions["set"] == "ood"].head(5)
+    molecules = tiny.root / "new.csv"
+    ood[["smiles"]].to_csv(molecules, index=False)
+    out = tiny.root / "predicted.csv"
+    predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={delta / 'checkpoints' / 'last.ckpt'}"]
+    tiny.run([*predict, f"input={molecules}", f"out={out}", "progress=false"]).ok()
+    np.testing.assert_allclose(pd.read_csv(out)["y_pred"], ood["y_pred"], rtol=1e-6)

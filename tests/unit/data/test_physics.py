@@ -1,0 +1,116 @@
+"""The physics estimates (oodmol.data.featurize.physics) against tblite and dftd4 called
+directly, known answers of the harmonic analysis, no target in any feature, and
+Δ-learning's baseline (oodmol.data.baseline)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from dftd4.interface import DispersionModel
+from tblite.interface import Calculator
+
+from oodmol.data.baseline import LinearBaseline
+from oodmol.data.featurize.base import MolInput
+from oodmol.data.featurize.graph3d import Graph3D
+from oodmol.data.featurize.physics import BOHR, COLUMNS, HARTREE_KCAL, PhysicsEstimates
+from oodmol.data.store import FeatureStore
+from oodmol.data.table import MoleculeTable
+
+SMILES = ["O", "C", "C#N", "CCO", "c1ccccc1O"]
+
+
+@pytest.fixture(scope="module")
+def geometries() -> dict[str, dict]:
+    conformers = Graph3D(seed=0)
+    return {smiles: conformers(MolInput(smiles)) for smiles in SMILES}
+
+
+def estimates(smiles: str, geometry: dict) -> dict[str, float]:
+    x = PhysicsEstimates()(MolInput(smiles, geometry["z"], geometry["pos"]))["x"]
+    return dict(zip(COLUMNS, x.tolist(), strict=True))
+
+
+def singlepoint(geometry: dict, solvent: str | None = None):
+    calculator = Calculator("GFN2-xTB", geometry["z"], geometry["pos"].astype(float) / BOHR)
+    calculator.set("verbosity", 0)
+    if solvent:
+        calculator.add("alpb-solvation", solvent)
+    return calculator.singlepoint()
+
+
+@pytest.mark.parametrize("smiles", ["O", "CCO", "c1ccccc1O"])
+def test_xtb_and_d4_columns_are_theirs(smiles: str, geometries) -> None:
+    geometry = geometries[smiles]
+    ours = estimates(smiles, geometry)
+    gas = singlepoint(geometry)
+    assert ours["xtb_energy"] == pytest.approx(gas.get("energy"), abs=1e-7)
+    energies, occupied = gas.get("orbital-energies"), gas.get("orbital-occupations") > 1
+    assert ours["xtb_homo"] == pytest.approx(energies[occupied].max(), abs=1e-7)
+    assert ours["xtb_gap"] == pytest.approx(energies[~occupied].min() - energies[occupied].max())
+    assert ours["xtb_dipole"] == pytest.approx(np.linalg.norm(gas.get("dipole")) * 2.541746, 1e-5)
+    water = singlepoint(geometry, "water").get("energy") - gas.get("energy")
+    octanol = singlepoint(geometry, "octanol").get("energy") - gas.get("energy")
+    assert ours["g_solv_water"] == pytest.approx(water * HARTREE_KCAL, abs=1e-3)
+    assert ours["log_p"] == pytest.approx((water - octanol) * HARTREE_KCAL / 1.36424, rel=1e-3)
+    d4 = DispersionModel(geometry["z"], geometry["pos"].astype(float) / BOHR).get_properties()
+    assert ours["d4_alpha"] == pytest.approx(np.sum(d4["polarizabilities"]), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("smiles", "zpve", "cv"),
+    # QM9's B3LYP values of the same molecules (gdb 1, 3, 5): MMFF94's harmonic analysis
+    # comes within a few per cent
+    [("C", 0.044749, 6.469), ("O", 0.021375, 6.002), ("C#N", 0.016601, 6.278)],
+)
+def test_harmonic_zpve_and_heat_capacity_come_near_dft(smiles, zpve, cv, geometries) -> None:
+    ours = estimates(smiles, geometries[smiles])
+    assert ours["zpve"] == pytest.approx(zpve, rel=0.08)
+    assert ours["cv"] == pytest.approx(cv, rel=0.05)
+    assert ours["n_imaginary"] == 0
+
+
+def test_sizes_follow_the_molecule(geometries) -> None:
+    small, large = (
+        estimates("CCO", geometries["CCO"]),
+        estimates("c1ccccc1O", geometries["c1ccccc1O"]),
+    )
+    assert large["volume"] > small["volume"] > 0 and large["r2"] > small["r2"] > 0
+    assert large["mass"] == pytest.approx(94.113, abs=1e-2)
+    assert 0.6 < small["density"] < 1.6 and 0.6 < large["density"] < 1.6
+    assert math.isfinite(small["hof"]) and small["atomization"] > 0
+
+
+def test_no_target_reaches_a_feature(tmp_path: Path) -> None:
+    """The same molecules under other targets: the same cache (key and content)."""
+    smiles = np.array(["O", "CCO", "C#N"])
+    ids = np.arange(3)
+    tables = [
+        MoleculeTable("t", ids, smiles, {"y": np.array(values, dtype=float)})
+        for values in ([1.0, 2.0, 3.0], [-5e3, 7.0, np.nan])
+    ]
+    physics = PhysicsEstimates(conformers=Graph3D(seed=0))
+    stores = [
+        FeatureStore.build_or_open(physics, t, tmp_path / str(k), n_jobs=1, progress=False)
+        for k, t in enumerate(tables)
+    ]
+    assert stores[0].path.name == stores[1].path.name
+    np.testing.assert_array_equal(stores[0].matrix(ids), stores[1].matrix(ids))
+
+
+def test_the_baseline_is_a_least_squares_line_of_its_column(tmp_path: Path) -> None:
+    smiles = np.array(["O", "CCO", "C#N", "C"])
+    table = MoleculeTable("t", np.arange(4), smiles, {"y": np.zeros(4)})
+    baseline = LinearBaseline(PhysicsEstimates(conformers=Graph3D(seed=0)), "xtb_gap")
+    baseline.open(table, tmp_path, progress=False)
+    gap = baseline.estimate(np.arange(4))
+    y = 3.0 - 2.0 * gap  # a property the estimate explains exactly
+    facts = baseline.fit(np.arange(4), y)
+    assert (facts["intercept"], facts["slope"]) == pytest.approx((3.0, -2.0))
+    assert facts["train_rmse"] == pytest.approx(0, abs=1e-9)
+    np.testing.assert_allclose(baseline.values(np.arange(4)), y)
+    assert baseline.unusable(np.arange(4)) == {}
+    with pytest.raises(ValueError, match="names no column"):
+        LinearBaseline(PhysicsEstimates(), None)
