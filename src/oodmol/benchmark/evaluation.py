@@ -106,8 +106,9 @@ def evaluate(
     }
     header = _header(task, name, task.seed if seed is None else seed, bool(sigmas))
     median = task.card["train_median"]
+    train_range = tuple(task.card["train_range"])
     if save_to is None:
-        record, _ = scored(sets, RunRecord.of(header), median)
+        record, _ = scored(sets, RunRecord.of(header), median, train_range=train_range)
         return record.to_json()
     parts = [check_name(v, f"the run's {k}") for k, v in (("task", task.name),
              ("split", task.split), ("name", name), ("seed", str(header["seed"])))]  # fmt: skip
@@ -115,7 +116,13 @@ def evaluate(
     if (folder / METRICS_FILE).exists() and not overwrite:
         raise RunExistsError(f"{folder} already holds a run; pass overwrite=True to replace it")
     record, _ = write_results(
-        folder, sets, RunRecord.of(header), median, task.card["property"], task.card["units"]
+        folder,
+        sets,
+        RunRecord.of(header),
+        median,
+        task.card["property"],
+        task.card["units"],
+        train_range=train_range,
     )
     return record.to_json()
 

@@ -152,6 +152,14 @@ def index_page(report: Report) -> str:
             )
             body += [f"<h2>{number} layout: {escape(title)}</h2>", html.table(table)]
     body.append(f'<p class="note">{escape(web_tables.BEST_WORST)}</p>')
+    for (metric, row), (title, _) in web_tables.EXTRAPOLATION.items():
+        table = web_tables.measure_table(report.summary, metric, row, report.task_href)
+        body += [f"<h2>Extrapolation: {escape(title)}</h2>", html.table(table)]
+    body.append(
+        "<p class=\"note\">OOD/ID: the OOD set's RMSE over the ID set's. Discovery (MatEx): "
+        "screening the ID and OOD molecules by prediction, the share of the k ranked first "
+        "that lie in the OOD set's tail, k that tail's size.</p>"
+    )
     published = web_tables.paper_models_table(comparison)
     if published is not None:
         body += [

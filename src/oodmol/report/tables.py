@@ -28,8 +28,8 @@ class MetricTable:
 
     name: str
     title: str
-    columns: dict[str, str]
-    higher_is_better: bool
+    columns: dict[str, str]  # row label → run column
+    higher_is_better: bool | None  # None: nearest zero is best (a signed offset)
 
 
 TABLES = (
@@ -39,6 +39,30 @@ TABLES = (
         "R² as BOOM computes it: the squared Pearson correlation (higher is better; ID: R², "
         "OOD: binned R² = mean of the low/high-tail R²)",
         {"ID": "id.pearson_r2", "OOD": "ood.binned_pearson_r2"},
+        True,
+    ),
+    MetricTable(
+        "extrapolation",
+        "OOD/ID RMSE ratio (lower is better)",
+        {"OOD/ID": "extrapolation.ood_id_rmse_ratio"},
+        False,
+    ),
+    MetricTable(
+        "tail_offset",
+        "Tail offset: mean signed error ŷ − y of the OOD molecules beyond the training range "
+        "(nearest zero is best; a model that regresses to the mean is positive low, negative "
+        "high)",
+        {"low": "extrapolation.tail_offset.low", "high": "extrapolation.tail_offset.high"},
+        None,
+    ),
+    MetricTable(
+        "discovery",
+        "Discovery (MatEx): of the k test molecules predicted most extreme, the share in the "
+        "OOD tail, k its size (higher is better)",
+        {
+            "high tail": "extrapolation.discovery.high.precision",
+            "low tail": "extrapolation.discovery.low.precision",
+        },
         True,
     ),
 )
@@ -83,8 +107,11 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     the mean and of n_seeds; std is NaN when fewer than two seeds remain.
     """
     parts = []
+    runs = runs.copy()
     for table in TABLES:
         for set_name, column in table.columns.items():
+            if column not in runs:  # runs recorded before the measure existed
+                runs[column] = float("nan")
             stats = runs.groupby(GROUP)[column].agg(["mean", "std", "count"]).reset_index()
             stats = stats.rename(columns={"count": "n_seeds"})
             stats.insert(len(GROUP), "metric", table.name)
@@ -114,11 +141,14 @@ def markdown_table(summary: pd.DataFrame, table: MetricTable) -> str:
         "| --- | --- |" + " ---: |" * len(models),
     ]
     for benchmark in sorted(rows["benchmark"].unique()):
-        for set_name in SETS:
+        for set_name in table.columns:
             row = rows[(rows["benchmark"] == benchmark) & (rows["set"] == set_name)]
             row = row.set_index("model").reindex(models)
             means = row["mean"][[m for m in models if not _flagged(m)]]
-            best = means.max() if table.higher_is_better else means.min()
+            if table.higher_is_better is None:
+                best = means.loc[means.abs().idxmin()] if means.notna().any() else math.nan
+            else:
+                best = means.max() if table.higher_is_better else means.min()
             cells = [
                 _cell(r.mean, r.std, 0 if math.isnan(r.n_seeds) else int(r.n_seeds), r.mean == best)
                 for r in row.itertuples()

@@ -209,6 +209,42 @@ def paper_models_table(comparison: pd.DataFrame) -> Table | None:
     return table
 
 
+# the extrapolation measures the index page shows: (metric, row) -> title, higher is better
+EXTRAPOLATION = {
+    ("extrapolation", "OOD/ID"): ("OOD/ID RMSE ratio", False),
+    ("discovery", "high tail"): ("discovery, high tail (precision at k)", True),
+    ("discovery", "low tail"): ("discovery, low tail (precision at k)", True),
+}
+
+
+def measure_table(
+    summary: pd.DataFrame, metric: str, row: str, task_href: Callable[[str], str]
+) -> Table:
+    """Models × tasks of one measure of the summary (mean ± sd over seeds), the best and
+    worst unflagged model of each task marked."""
+    cells = summary[(summary["metric"] == metric) & (summary["set"] == row)]
+    higher = EXTRAPOLATION[(metric, row)][1]
+    benchmarks = sorted(cells["benchmark"].unique())
+    table = Table(["model", *[link(task_href(b), b) for b in benchmarks]])
+    extremes = {b: _extremes(cells[cells["benchmark"] == b], higher) for b in benchmarks}
+    for model in sorted(cells["model"].unique()):
+        mine = cells[cells["model"] == model].set_index("benchmark").reindex(benchmarks)
+        table.add(
+            [
+                model,
+                *[
+                    Cell(
+                        mean_sd(c["mean"], c["std"], c["n_seeds"]),
+                        "",
+                        () if flags(model) else _marks(c["mean"], *extremes[b]),
+                    )
+                    for b, c in mine.iterrows()
+                ],
+            ]
+        )
+    return table
+
+
 def provenance_table(trace: pd.DataFrame, href: Callable[[str, str], str]) -> Table:
     """Where each leaderboard cell comes from: runs, seeds, split hash, flags, folders."""
     table = Table(["task", "model", "runs", "seeds", "split hash", "flags", "run folders"])

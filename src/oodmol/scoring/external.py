@@ -264,6 +264,12 @@ def score_file(cfg: DictConfig, out_dir: Path) -> dict:
     }
     train_y = data.y[data.table.rows_of(split.sets["train"])]
     record, _ = write_results(
-        out_dir, sets, RunRecord.of(header), float(np.median(train_y)), task.property, task.units
+        out_dir,
+        sets,
+        RunRecord.of(header),
+        float(np.median(train_y)),
+        task.property,
+        task.units,
+        train_range=(float(train_y.min()), float(train_y.max())),
     )
     return record.to_json()

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from oodmol.io import atomic_write_text
+from oodmol.metrics.extrapolation import extrapolation_metrics
 from oodmol.metrics.plots import parity_plot
 from oodmol.metrics.sets import compute_metrics
 from oodmol.predictions import PREDICTIONS_FILE, SetPredictions
@@ -34,6 +35,7 @@ def write_results(
     *,
     calibrators: Sequence[str] | None = None,
     evaluators: Sequence[str] | None = None,
+    train_range: tuple[float, float] | None = None,
 ) -> tuple[RunRecord, dict[str, object]]:
     """Score `sets` into `record` and write the result files; returns the scored record
     and the figures by name (for loggers).
@@ -43,10 +45,14 @@ def write_results(
 
     `record.uq` (method, members) becomes the "uq" section, which the uncertainty
     metrics join when any set has a σ; `calibrators` and `evaluators` name the
-    recalibrations and metrics to run, None for all (see `oodmol.uq.assessment`)."""
+    recalibrations and metrics to run, None for all (see `oodmol.uq.assessment`).
+    `train_range` (the training targets' minimum and maximum) adds the tails' offsets to
+    the extrapolation section."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    record, uncertainty = scored(sets, record, train_median, calibrators, evaluators)
+    record, uncertainty = scored(
+        sets, record, train_median, calibrators, evaluators, train_range=train_range
+    )
     frame = pd.concat([s.frame() for s in sets.values()], ignore_index=True)
     atomic_write_text(out_dir / PREDICTIONS_FILE, frame.to_csv(index=False))
     empty = np.zeros(0)
@@ -75,12 +81,26 @@ def scored(
     train_median: float,
     calibrators: Sequence[str] | None = None,
     evaluators: Sequence[str] | None = None,
+    *,
+    train_range: tuple[float, float] | None = None,
 ) -> tuple[RunRecord, UncertaintyReport | None]:
-    """`record` with the sets' regression and uncertainty metrics, the training median
-    the OOD set's binned R² split at, and the package versions; the uncertainty report
-    behind the figures. Nothing is written."""
+    """`record` with the sets' regression, extrapolation and uncertainty metrics, the
+    training median the OOD set's binned R² split at (and the training range, where
+    given), and the package versions; the uncertainty report behind the figures. Nothing
+    is written."""
     uncertainty = assess_uncertainty(sets, record.uq, calibrators, evaluators)
-    sections = {"train_median": float(train_median)}
+    sections: dict = {"train_median": float(train_median)}
+    if train_range is not None:
+        sections["train_range"] = [float(train_range[0]), float(train_range[1])]
+    if "id" in sets and "ood" in sets:
+        sections["extrapolation"] = extrapolation_metrics(
+            sets["id"].y_true,
+            sets["id"].y_pred,
+            sets["ood"].y_true,
+            sets["ood"].y_pred,
+            train_median,
+            train_range,
+        )
     uq = record.uq
     if uncertainty is not None:
         uq = uncertainty.metrics["uq"]

@@ -146,5 +146,6 @@ def combine_members(
         header["units"],
         calibrators=calibrators,
         evaluators=evaluators,
+        train_range=headers[0].get("train_range"),  # members recorded before it: none
     )
     return record.to_json()

@@ -110,6 +110,7 @@ class TestEvaluation(L.Callback):
             dm.task.units,
             calibrators=self.calibrators,
             evaluators=self.evaluators,
+            train_range=(float(dm.targets("train").min()), float(dm.targets("train").max())),
         )
         self.metrics = record.to_json()
         _log_everywhere(trainer, self.metrics, figures, self.output_dir)
