@@ -51,3 +51,23 @@ def test_a_delta_run_adds_its_baseline_back(tiny: TinyTask) -> None:
     predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={delta / 'checkpoints' / 'last.ckpt'}"]
     tiny.run([*predict, f"input={molecules}", f"out={out}", "progress=false"]).ok()
     np.testing.assert_allclose(pd.read_csv(out)["y_pred"], ood["y_pred"], rtol=1e-6)
+
+
+def test_the_mean_with_a_baseline_is_the_baseline_alone(tiny: TinyTask) -> None:
+    """`model=mean baseline=physics`: every prediction is the fitted line of the physics
+    estimate, recomputed here from the molecules alone."""
+    from oodmol.data.featurize.base import MolInput
+    from oodmol.data.featurize.graph3d import Graph3D
+    from oodmol.data.featurize.physics import COLUMNS, PhysicsEstimates
+
+    run = tiny.root / "mean"
+    args = [*tiny.task_args(), *QUIET, "model=mean", "task.ood_size=10", *DELTA]
+    tiny.run(["train.py", *args, f"hydra.run.dir={run}"]).ok()
+    fit = json.loads((run / "metrics.json").read_text())["data"]["baseline"]
+    predictions = pd.read_csv(run / "predictions.csv").head(3)
+    conformers, physics = Graph3D(seed=0), PhysicsEstimates()
+    for smiles, predicted in zip(predictions["smiles"], predictions["y_pred"], strict=True):
+        cloud = conformers(MolInput(smiles))
+        x = physics(MolInput(smiles, cloud["z"], cloud["pos"]))["x"]
+        expected = fit["intercept"] + fit["slope"] * x[COLUMNS.index("log_p")]
+        assert predicted == pytest.approx(expected, rel=1e-5)

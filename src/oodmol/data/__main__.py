@@ -109,10 +109,12 @@ def write_geometry_report(cfg, data: TaskData, data_dir: Path) -> None:
 
 def featurizer_of(cfg, name: str):
     """The featuriser of configs/featurizer/<name>.yaml, its interpolations resolved
-    against the command's config (the graph3d features' `conformers=`)."""
+    against the command's config (the graph3d features' `conformers=`, the physics
+    estimates' task settings)."""
     node = OmegaConf.create(
         {
             "conformers": OmegaConf.to_container(cfg.conformers, resolve=True),
+            "task": OmegaConf.to_container(cfg.task, resolve=False),
             "featurizer": OmegaConf.load(config_dir() / "featurizer" / f"{name}.yaml"),
         }
     )

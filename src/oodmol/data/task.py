@@ -45,6 +45,8 @@ class Task:
     # the column of the physics featuriser (configs/featurizer/physics.yaml) that
     # estimates the property: a physics baseline's and Δ-learning's input
     physics_estimate: str | None = None
+    # the ALPB solvents the physics estimates compute (None: all); QM9's need none
+    physics_solvents: list[str] | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name, "task.name")

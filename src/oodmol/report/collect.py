@@ -44,12 +44,17 @@ class Collection:
 
 
 def model_label(record: dict[str, Any]) -> str:
-    """The model's name with its uq method ("mlp+ensemble"), its training protocol where
-    not the default ("mlp (protocol=boom)") and its flags ("mlp [subset, shortened]"), so
-    that each is a leaderboard column of its own."""
+    """The model's name with its Δ-learning baseline ("rf Δphysics"; "mean Δphysics" is
+    the baseline alone), its uq method ("mlp+ensemble"), its training protocol where not
+    the default ("mlp (protocol=boom)") and its flags ("mlp [subset, shortened]"), so that
+    each is a leaderboard column of its own."""
     uq = record.get("uq")
     method = uq.get("method", "none") if isinstance(uq, dict) else "none"
     label = record["model"] if method in PLAIN_METHODS else f"{record['model']}+{method}"
+    data = record.get("data")
+    baseline = data.get("baseline") if isinstance(data, dict) else None
+    if isinstance(baseline, dict) and baseline.get("name"):
+        label += f" Δ{baseline['name']}"
     training = record.get("training")
     protocol = training.get("protocol", "default") if isinstance(training, dict) else "default"
     if protocol != "default":

@@ -14,7 +14,9 @@ the SMILES and the geometry (`MolInput`), as every featuriser does.
   statistics, the atomisation energy against free xTB atoms and a heat-of-formation
   estimate from it (with the atoms' experimental gas-phase heats of formation), and ALPB
   solvation free energies in water and in octanol (kcal/mol), whose difference estimates
-  log P (Ehlert et al. 2021), both restarted from the gas-phase wavefunction.
+  log P (Ehlert et al. 2021), both restarted from the gas-phase wavefunction. A task
+  whose property needs no solvation (QM9's) leaves them out (`solvents`), saving two
+  of the three SCFs: their columns are NaN then.
 - D4 (dftd4; Caldeweyher et al. 2019): the static polarisability (bohr³), the sum of
   the atoms' charge-dependent polarisabilities, and the molecular C6 coefficient.
 - Harmonic vibrations from the MMFF94 Hessian at the MMFF94 minimum nearest the
@@ -82,6 +84,7 @@ ATOM_VOLUME = {
 # unpaired electrons of the free atoms' ground states, for the atomisation energy
 ATOM_UNPAIRED = {1: 1, 5: 1, 6: 2, 7: 3, 8: 2, 9: 1, 14: 2, 15: 3, 16: 2, 17: 1, 35: 1, 53: 1}
 TEMPERATURE = 298.15
+SOLVENTS = ("water", "octanol")  # ALPB's, for the solvation energies and log P
 _atom_energies: dict[int, float] = {}  # GFN2-xTB energies of free atoms, per process
 
 
@@ -104,7 +107,12 @@ class PhysicsEstimates(Featurizer):
         time_limit: float | None = 300.0,
         xtb_accuracy: float = 1.0,
         hessian_step: float = 0.002,
+        solvents: list[str] | tuple[str, ...] = SOLVENTS,
     ) -> None:
+        unknown = sorted(set(solvents) - set(SOLVENTS))
+        if unknown:
+            raise ValueError(f"solvents {unknown}: the estimates know {list(SOLVENTS)}")
+        self.solvents = tuple(s for s in SOLVENTS if s in solvents)
         self.conformers = conformers if conformers is not None else Graph3D()
         self.max_atoms = max_atoms
         self.time_limit = seconds(time_limit)
@@ -123,6 +131,7 @@ class PhysicsEstimates(Featurizer):
             "time_limit": self.time_limit,
             "xtb_accuracy": self.xtb_accuracy,
             "hessian_step": self.hessian_step,
+            "solvents": list(self.solvents),
         }
 
     def built_on(self) -> Graph3D:
@@ -154,7 +163,7 @@ class PhysicsEstimates(Featurizer):
         unpaired = sum(a.GetNumRadicalElectrons() for a in parsed.GetAtoms())
         with threadpool_limits(limits=1):
             values = {
-                **xtb_estimates(z, pos, charge, unpaired, self.xtb_accuracy),
+                **xtb_estimates(z, pos, charge, unpaired, self.xtb_accuracy, self.solvents),
                 **d4_estimates(z, pos, charge),
                 **vibrations(geometry_molecule(parsed, z, pos, charge), self.hessian_step),
             }
@@ -164,10 +173,15 @@ class PhysicsEstimates(Featurizer):
 
 
 def xtb_estimates(
-    z: np.ndarray, pos: np.ndarray, charge: int, unpaired: int, accuracy: float
+    z: np.ndarray,
+    pos: np.ndarray,
+    charge: int,
+    unpaired: int,
+    accuracy: float,
+    solvents: tuple[str, ...] = ("water", "octanol"),
 ) -> dict[str, float]:
     """GFN2-xTB's energy, frontier orbitals, multipoles, charges, atomisation energy and
-    ALPB solvation free energies of one geometry (Å)."""
+    ALPB solvation free energies (of `solvents`; NaN for the others) of one geometry (Å)."""
     gas = _singlepoint(z, pos, charge, unpaired, accuracy)
     energy = float(gas.get("energy"))
     energies, occupations = gas.get("orbital-energies"), gas.get("orbital-occupations")
@@ -177,8 +191,8 @@ def xtb_estimates(
     homo, lumo = float(energies[occupied].max()), float(energies[~occupied].min())
     q = np.asarray(gas.get("charges"), dtype=np.float64)
     xx, xy, yy, xz, yz, zz = np.asarray(gas.get("quadrupole"), dtype=np.float64)
-    solvation = {}
-    for solvent in ("water", "octanol"):
+    solvation = dict.fromkeys(SOLVENTS, math.nan)
+    for solvent in solvents:
         solvated = _singlepoint(z, pos, charge, unpaired, accuracy, solvent, restart=gas)
         solvation[solvent] = (float(solvated.get("energy")) - energy) * HARTREE_KCAL
     atoms = sum(_atom_energy(int(a), accuracy) for a in z)
