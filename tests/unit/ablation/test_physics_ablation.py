@@ -1,0 +1,39 @@
+"""The physics ablation's table: each kind's best model per task beside BOOM's best."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from oodmol.ablation.physics import boom_best, physics_table, uses_physics
+
+
+def test_booms_best_is_the_lowest_ood_rmse_of_its_tables() -> None:
+    best = boom_best()
+    assert best.loc["qm9_homo", "boom_ood_rmse"] == pytest.approx(0.0126)
+    assert best.loc["csd10k_density", "boom_ood_rmse"] == pytest.approx(0.0279)
+    assert best.loc["lipophilicity", "boom_ood_rmse"] == pytest.approx(0.956)
+
+
+def test_each_kind_keeps_its_best_model() -> None:
+    rows = pd.DataFrame(
+        {
+            "task": ["qm9_homo"] * 4,
+            "model": ["mean Δphysics", "rf", "rf Δphysics", "physics-krr_rbf"],
+            "ood_rmse": [0.02, 0.03, 0.009, 0.011],
+            "id_rmse": [0.01, 0.005, 0.006, 0.004],
+            "seeds": [1, 3, 3, 1],
+        }
+    )
+    rows["ratio"] = rows["ood_rmse"] / rows["id_rmse"]
+    rows["physics"] = rows["model"].map(uses_physics)
+    table = physics_table(rows)
+    line = table.loc["qm9_homo"]
+    assert line["physics alone: OOD RMSE"] == 0.02
+    assert line["best without physics: model"] == "rf"
+    assert line["best with physics: model"] == "rf Δphysics"
+    assert line["best with physics: OOD/ID"] == pytest.approx(1.5)
+    assert line["best oodmol / BOOM"] == pytest.approx(0.009 / 0.0126)
+    assert not math.isnan(line["boom_ratio"])
