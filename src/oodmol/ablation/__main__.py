@@ -11,8 +11,6 @@ oodmol ablation geometry <runs> --out <dir> [--changes <csv>]
 oodmol ablation benchml <runs> --out <dir> [--boom-tables <dir>] [--similarity-regressor krr_rbf]
                                                    BenchML's representations × regressors:
                                                    RMSE, OOD/ID, learning curves, similarity
-oodmol ablation physics <runs> --out <dir>          physics alone, the best model without and
-                                                   with physics, beside BOOM's best per task
 oodmol ablation transfer-run <runs> [--properties alpha,cv,...] [--task 'task=qm9_{p}']
                              [--seeds 0] [--freeze message_passing] [overrides ...]
                                                    train the transfer study's runs
@@ -38,7 +36,6 @@ from oodmol.ablation.learning_curve import (
     learning_curve_rows,
     learning_curve_table,
 )
-from oodmol.ablation.physics import physics_figure, physics_rows, physics_table
 from oodmol.ablation.runs import complete_runs
 from oodmol.ablation.selection import selection_figure, selection_rows, selection_table
 from oodmol.ablation.transfer import data_correlation, transfer_figure, transfer_table
@@ -52,7 +49,7 @@ QM9 = "alpha,cv,gap,homo,lumo,mu,r2,zpve"
 def _parser() -> ToolParser:
     parser = ToolParser(prog="oodmol ablation", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("transfer", "augmentation", "selection", "learning-curve", "geometry", "physics"):
+    for name in ("transfer", "augmentation", "selection", "learning-curve", "geometry"):
         figure = commands.add_parser(name, help=f"the {name} figure of a folder of runs")
         figure.add_argument("runs", type=Path, help="folder searched for metrics.json")
         figure.add_argument("--out", type=Path, required=True, help="folder for CSV/PNG/SVG")
@@ -111,12 +108,6 @@ def main(argv: list[str]) -> int:
             overrides,
         )
         return run_study(*study)
-    if args.command == "physics":  # every run of the folder, through the leaderboard's reader
-        table = physics_table(physics_rows(args.runs))
-        for path in write_outputs(table.reset_index(), physics_figure(table), args.out, "physics"):
-            print(path)
-        print(table.to_string(float_format=lambda v: f"{v:.4g}"))
-        return 0
     runs, skipped = complete_runs(args.runs)
     for reason in skipped:
         print(f"skipped {reason}", file=sys.stderr)

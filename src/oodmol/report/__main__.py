@@ -10,6 +10,7 @@ from oodmol.errors import InputError, MissingFileError
 from oodmol.report.collect import collect_runs
 from oodmol.report.figures import save_figure
 from oodmol.report.figures.heatmaps import ood_heatmap
+from oodmol.report.physics import write_physics
 from oodmol.report.site import build_site
 from oodmol.report.tables import label_benchmarks, summarize, write_tables
 from oodmol.report.uq_tables import write_uq_tables
@@ -45,6 +46,7 @@ def main(argv: list[str]) -> int:
     written = [args.out / "runs.csv", *write_tables(summary, args.out)]
     written += write_uq_tables(runs, args.out)
     written += save_figure(ood_heatmap(summary), args.out / "heatmap")
+    written += write_physics(runs, args.out)
     written += build_site(runs, summary, args.out)
     print(f"read {len(runs)} run(s); wrote " + ", ".join(str(p) for p in written))
     return 0

@@ -1,34 +1,31 @@
-"""Physics against learning out of distribution: per task, physics alone (`model=mean
-baseline=physics`), the best oodmol model without physics, the best with it (Δ-learning
-or the estimates as features), each beside BOOM's best model of the task (its Tables 7
-and 9), with their OOD/ID ratios; and a figure of OOD RMSE relative to BOOM's best.
-
-    oodmol ablation physics <runs> --out <dir>
+"""Physics against learning out of distribution, a part of the leaderboard (`oodmol
+report`) wherever a folder holds runs that read the physics estimates: per task, physics
+alone (`model=mean baseline=physics`), the best model without physics and the best with
+it (Δ-learning or the estimates as features), each beside BOOM's best model of the task
+(its Tables 7 and 9), with their OOD/ID ratios (physics.csv, physics.md); and a figure of
+OOD RMSE relative to BOOM's best (physics.png, physics.svg).
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from oodmol.errors import InputError
 from oodmol.report.boom_reference import boom_paper
-from oodmol.report.collect import collect_runs
+from oodmol.report.figures import save_figure
 from oodmol.report.tables import flags
 
 PHYSICS_ALONE = "mean Δphysics"
 KINDS = ("physics alone", "best without physics", "best with physics")
 
 
-def physics_rows(runs_dir) -> pd.DataFrame:
-    """One row per model label and task of the folder's full runs (no [flag]): mean OOD
+def physics_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per model label and task of the collected full runs (no [flag]): mean OOD
     and ID RMSE over seeds, seeds, and whether the model uses physics."""
-    runs = collect_runs(runs_dir).runs
-    if runs.empty:
-        raise InputError(f"{runs_dir}: no complete run (metrics.json with test metrics) below it")
     runs = runs[[not flags(m) for m in runs["model"]]]
     rows = (
         runs.groupby(["task", "model"])
@@ -89,6 +86,32 @@ def physics_table(rows: pd.DataFrame) -> pd.DataFrame:
     best_ours = table[[f"{k}: OOD RMSE" for k in KINDS]].min(axis=1)
     table["best oodmol / BOOM"] = best_ours / table.get("boom_ood_rmse", np.nan)
     return table
+
+
+def write_physics(runs: pd.DataFrame, out: Path) -> list[Path]:
+    """The table (CSV, Markdown) and figure where any run reads the physics estimates."""
+    rows = physics_rows(runs)
+    if not rows["physics"].any():
+        return []
+    table = physics_table(rows)
+    table.reset_index().to_csv(out / "physics.csv", index=False)
+    (out / "physics.md").write_text(markdown(table))
+    figure = save_figure(physics_figure(table), out / "physics")
+    return [out / "physics.csv", out / "physics.md", *figure]
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The table as Markdown: a row per task, 4 significant digits."""
+    frame = table.reset_index()
+    cell = lambda v: f"{v:.4g}" if isinstance(v, float) else ("–" if v is None else str(v))  # noqa: E731
+    lines = [
+        "## Physics against learning: OOD RMSE per task beside BOOM's best",
+        "",
+        "| " + " | ".join(frame.columns) + " |",
+        "|" + "---|" * len(frame.columns),
+        *("| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def physics_figure(table: pd.DataFrame) -> plt.Figure:

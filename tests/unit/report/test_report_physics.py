@@ -1,4 +1,4 @@
-"""The physics ablation's table: each kind's best model per task beside BOOM's best."""
+"""The leaderboard's physics table: each kind's best model per task beside BOOM's best."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from oodmol.ablation.physics import boom_best, physics_table, uses_physics
+from oodmol.report.physics import boom_best, physics_table, uses_physics
 
 
 def test_booms_best_is_the_lowest_ood_rmse_of_its_tables() -> None:
