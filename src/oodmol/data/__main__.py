@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
     cfg = compose_checked("data", overrides)
     if cfg.get("threads") is not None:
         limit_threads(int(cfg.threads))
-    # the feature caches' builds say what they do (a resumable one: its progress)
+    # the feature caches' builds say what they do, and how far they got
     logging.basicConfig(level=logging.INFO, format="[oodmol] %(message)s")
     featurizers = chosen_configs(cfg.featurizers, overrides, "featurizers", "featurizer")
     representations = chosen_configs(

@@ -23,8 +23,14 @@ and opens it instead of building it again. Files are written under a temporary n
 the same folder, synced, and moved into place with `os.replace`, so a reader sees either
 no cache or a complete one; like every file oodmol writes, they get the umask's mode.
 
-Resumable builds: a featuriser that takes hours on a data set (`Featurizer.resumable`,
-e.g. GFN2-xTB geometries) keeps a journal beside its cache while it builds
+Subsets: a cache may hold only some of its table's molecules (`build_or_open` with
+`mol_ids`: a run on a subset of each set). It is the same file, under the same key and
+seal, as the whole cache; a later request for molecules it lacks featurises only those and
+writes them, with every molecule it held, into a new file that is sealed and moved into
+its place. A molecule a cache holds neither features nor a failure for is absent: reading
+it raises `KeyError`.
+
+Every build keeps a journal beside its cache while it builds
 (``<cache>.lmdb.journal/``): every minute or so, the molecules finished since the last
 part (their encoded features, or why they failed) are written as one part file,
 atomically (temporary name, sync, rename) and checked by its own CRC32 on reading. A build
@@ -32,8 +38,8 @@ that was stopped (a signal, a crash, a killed process, a reboot) and is started 
 the same key reads the journal (merging its parts into one where there are many),
 featurises only the molecules it lacks, and writes the cache from both; the journal is
 deleted once the cache is sealed. A damaged part is ignored with a warning (its molecules
-are featurised again). While it builds, a resumable build logs how many molecules are
-done and an estimate of the time left.
+are featurised again). While it builds, a build logs how many molecules are done and an
+estimate of the time left.
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ import numpy as np
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
 from oodmol.data.limits import shown
 from oodmol.data.table import MoleculeTable
-from oodmol.interrupts import NOTHING_KEPT, interruptible
+from oodmol.interrupts import interruptible
 from oodmol.io import atomic_write_json
 from oodmol.locks import build_lock
 from oodmol.names import inside
@@ -74,8 +80,11 @@ _INITIAL_MAP_SIZE = 64 << 20  # doubled whenever the file outgrows it
 _READ_CHUNK = 8 << 20
 
 log = logging.getLogger(__name__)
-# what a stopped build of a resumable featuriser leaves: its journal
+# what a stopped build leaves: its journal
 JOURNAL_KEPT = "the molecules done are kept in its journal; run again to go on from them"
+
+# what one molecule's featurisation gave: encoded features, non-finite values, failure
+Outcome = tuple[bytes | None, int, str | None]
 
 _environments: dict[tuple[int, int], lmdb.Environment] = {}  # (st_dev, st_ino) -> handle
 _environments_pid = os.getpid()
@@ -101,16 +110,20 @@ class FeatureStore:
         cache_dir: str | os.PathLike,
         n_jobs: int | None = None,
         progress: bool = True,
+        mol_ids: Iterable[int] | None = None,
     ) -> FeatureStore:
         """Open the cache of `featurizer` on `table`, building it first if it is absent,
-        stale, incomplete or damaged.
+        stale, damaged or lacks any of `mol_ids` (None: every molecule of `table`).
 
-        `n_jobs=None` uses every core this process may run on (`available_cores`), never
-        more than `oodmol.parallel.limit_cores` allows. Molecules are featurised in worker
+        The cache may hold more molecules than asked for, never fewer: one that lacks
+        some is extended by them alone (see the module docstring). `n_jobs=None` uses
+        every core this process may run on (`available_cores`), never more than
+        `oodmol.parallel.limit_cores` allows. Molecules are featurised in worker
         processes (`oodmol.parallel.process_map`), one at a time each: a molecule that
         crashes its worker or runs past the featuriser's `time_limit` is recorded in
         `failed` with the reason, and the rest go on. A cache that must be built in a
-        folder this process cannot write to raises `ReadOnlyCacheError`.
+        folder this process cannot write to raises `ReadOnlyCacheError`; a mol_id that is
+        not in `table` raises `KeyError`.
         """
         identity = {
             "format": FORMAT_VERSION,
@@ -122,21 +135,29 @@ class FeatureStore:
         key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
         name = f"{table.name}-{featurizer.name}-{key[:16]}.lmdb"
         path = inside(cache_dir, name, "feature cache")
+        wanted = None if mol_ids is None else np.unique(np.fromiter(mol_ids, np.int64))
+        if wanted is not None:
+            table.rows_of(wanted)  # raises naming any molecule the table does not have
         meta, problem = _check(path, key)
-        if meta is not None:
+        if meta is not None and not _lacking(cls(path, meta), table, wanted).size:
             return cls(path, meta)
-        with build_lock(Path(f"{path}.lock"), f"feature cache {path} {problem or 'is missing'}"):
+        why = problem or ("lacks molecules" if meta is not None else "is missing")
+        with build_lock(Path(f"{path}.lock"), f"feature cache {path} {why}"):
             meta, problem = _check(path, key)  # another process may have built it meanwhile
-            if meta is None:
-                if problem is not None:
-                    log.warning("feature cache %s %s; rebuilding it", path, problem)
-                _remove_leftovers(path)
-                journal = Journal(_journal_path(path), key) if featurizer.resumable else None
+            held = None if meta is None else cls(path, meta)
+            if held is not None and not _lacking(held, table, wanted).size:
+                return held
+            if problem is not None:
+                log.warning("feature cache %s %s; rebuilding it", path, problem)
+            _remove_leftovers(path)
+            journal = Journal(_journal_path(path), key)
 
-                def write(tmp: Path) -> dict:
-                    return _write(tmp, key, identity, featurizer, table, n_jobs, progress, journal)
+            def write(tmp: Path) -> dict:
+                return _write(
+                    tmp, key, identity, featurizer, table, wanted, held, n_jobs, progress, journal
+                )
 
-                meta = _build(path, write, journal)
+            meta = _build(path, write, journal)
         return cls(path, meta)
 
     def __len__(self) -> int:
@@ -148,6 +169,25 @@ class FeatureStore:
         crashed or overran their worker (mol_id → reason); they have no record in the
         cache."""
         return {int(mol_id): reason for mol_id, reason in self.meta.get("failed", {}).items()}
+
+    def mol_ids(self) -> np.ndarray:
+        """Every molecule the cache holds features or a failure for, sorted."""
+        with _environment(self.path).begin() as txn:
+            held = [k for k in txn.cursor().iternext(values=False) if k != META_KEY]
+        ids = [struct.unpack(">q", k)[0] for k in held] + list(self.failed)
+        return np.sort(np.array(ids, dtype=np.int64))
+
+    def lacks(self, mol_ids: Iterable[int]) -> np.ndarray:
+        """The molecules among `mol_ids` the cache holds neither features nor a failure
+        for (a cache built for a subset): reading one raises `KeyError`."""
+        failed = self.meta.get("failed", {})
+        with _environment(self.path).begin(buffers=True) as txn:
+            lacking = [
+                mol_id
+                for mol_id in np.asarray(mol_ids, dtype=np.int64).tolist()
+                if str(mol_id) not in failed and txn.get(_key(mol_id)) is None
+            ]
+        return np.array(lacking, dtype=np.int64)
 
     def get(self, mol_id: int) -> dict[str, np.ndarray]:
         """The arrays of one molecule: writable, owned by the caller (one copy out of
@@ -328,6 +368,13 @@ def _check(path: Path, key: str) -> tuple[dict | None, str | None]:
     return meta, None
 
 
+def _lacking(store: FeatureStore, table: MoleculeTable, wanted: np.ndarray | None) -> np.ndarray:
+    """The molecules of `wanted` (None: every molecule of `table`) that `store` lacks."""
+    if len(store) + len(store.failed) == len(table):
+        return np.empty(0, dtype=np.int64)  # it holds every molecule of its table
+    return store.lacks(table.mol_id if wanted is None else wanted)
+
+
 def _remove_leftovers(path: Path) -> None:
     """Delete temporary files of builds that died; call only while holding the lock."""
     for leftover in path.parent.glob(f"{path.name}.tmp-*"):
@@ -335,19 +382,17 @@ def _remove_leftovers(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def _build(path: Path, write: Callable[[Path], dict], journal: Journal | None = None) -> dict:
+def _build(path: Path, write: Callable[[Path], dict], journal: Journal) -> dict:
     """The cache `path` as `write(tmp)` writes it (under a temporary name; it returns the
-    meta record), moved into place and sealed, or nothing: a build that fails or is
+    meta record), moved into place and sealed, or nothing new: a build that fails or is
     stopped by SIGTERM or SIGINT (`Interrupted`, which ends its worker processes on the
     way) removes its temporary file, and the cache file and its seal once the file had
-    begun to take their place. Its `journal` (resumable featurisers) is kept until the
-    cache is sealed, so that the next build goes on from it."""
+    begun to take their place. Its `journal` is kept until the cache is sealed, so that
+    the next build goes on from the molecules it finished."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     replacing = False
     try:
-        with interruptible(
-            f"featurising {path}", NOTHING_KEPT if journal is None else JOURNAL_KEPT
-        ):
+        with interruptible(f"featurising {path}", JOURNAL_KEPT):
             meta = write(tmp)
             seal = {"size": tmp.stat().st_size, "crc32": _file_crc(tmp)}
             replacing = True
@@ -360,28 +405,27 @@ def _build(path: Path, write: Callable[[Path], dict], journal: Journal | None = 
             _seal_path(path).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
-    if journal is not None:
-        journal.remove()
+    journal.remove()
     return meta
 
 
 def _inputs(
     featurizer: Featurizer,
     table: MoleculeTable,
-    rows: np.ndarray,
+    mol_ids: list[int],
     cache_dir: Path,
     n_jobs: int,
     progress: bool,
 ) -> list[MolInput]:
-    """What `featurizer` sees of the molecules at `rows`: their SMILES and the data set's
-    geometry, or, for a featuriser built on another's cache, what that cache (built
-    first where it is missing) holds of each."""
+    """What `featurizer` sees of the molecules `mol_ids`: their SMILES and the data set's
+    geometry, or, for a featuriser built on another's cache, what that cache (built first
+    for these molecules where it lacks them) holds of each."""
+    rows = table.rows_of(np.asarray(mol_ids, dtype=np.int64))
     source = featurizer.built_on()
-    if source is None:
+    if source is None or not mol_ids:
         return inputs_of(table, rows)
-    store = FeatureStore.build_or_open(source, table, cache_dir, n_jobs, progress)
+    store = FeatureStore.build_or_open(source, table, cache_dir, n_jobs, progress, mol_ids)
     failed = store.failed
-    mol_ids = [int(m) for m in table.mol_id[rows]]
     present = [m for m in mol_ids if m not in failed]
     arrays = dict(zip(present, store.iter_arrays(present), strict=True))
     return [
@@ -396,22 +440,28 @@ def _write(
     identity: dict,
     featurizer: Featurizer,
     table: MoleculeTable,
+    wanted: np.ndarray | None,
+    held: FeatureStore | None,
     n_jobs: int | None,
     progress: bool,
-    journal: Journal | None = None,
+    journal: Journal,
 ) -> dict:
-    """Featurise every molecule into a new LMDB file; the meta record goes in last.
-    Molecules the `journal` holds are taken from it; the others are featurised and
-    added to it."""
-    keys = [_key(mol_id) for mol_id in table.mol_id]
-    if META_KEY in keys:
+    """Write a new LMDB file of the molecules `held` (the cache it replaces), those of
+    the `journal`, and `wanted` (None: every molecule of `table`); those neither holds are
+    featurised and added to the journal. The meta record goes in last."""
+    old = set() if held is None else set(held.mol_ids().tolist())
+    journaled = {m: outcome for m, outcome in journal.read().items() if m not in old}
+    mol_ids = sorted(
+        old.union(journaled, (table.mol_id if wanted is None else wanted).tolist()), key=_key
+    )  # LMDB appends in key order
+    if META_KEY in map(_key, mol_ids):
         raise ValueError(f"table {table.name!r}: a mol_id collides with the meta record key")
-    order = sorted(range(len(keys)), key=keys.__getitem__)  # LMDB appends in key order
-    mol_ids = table.mol_id[order].tolist()
-    n_jobs = min(worker_count(n_jobs), max(len(keys), 1))
-    inputs = _inputs(featurizer, table, np.asarray(order), tmp.parent, n_jobs, progress)
+    fresh = [m for m in mol_ids if m not in old and m not in journaled]
+    n_jobs = min(worker_count(n_jobs), max(len(fresh), 1))
+    inputs = _inputs(featurizer, table, fresh, tmp.parent, n_jobs, progress)
+    inputs = dict(zip(fresh, inputs, strict=True))
     started = time.perf_counter()
-    log.info("featurising %s with %s on %d cores", table.name, featurizer.name, n_jobs)
+    _log_start(featurizer, table, len(mol_ids), len(fresh), n_jobs)
     nonfinite_molecules, nonfinite_values, examples = 0, 0, []
     failed: dict[str, str] = {}
     env = lmdb.open(
@@ -423,42 +473,34 @@ def _write(
         map_size=_INITIAL_MAP_SIZE,
         mode=0o666,  # less the umask; py-lmdb's 0o755 (less x bits) never lets the group write
     )
-    done = journal.read() if journal is not None else {}
-    todo = [i for i, mol_id in enumerate(mol_ids) if mol_id not in done]
-    if done:
-        log.warning(
-            "%s: resuming from %s: %d of %d molecules were done by an earlier build",
-            featurizer.name,
-            journal.folder,
-            len(keys) - len(todo),
-            len(keys),
-        )
     try:
         batch = []
         results = process_map(
             partial(_featurize_one, featurizer),
-            ((mol_ids[i], inputs[i]) for i in todo),
-            total=len(todo),
+            ((mol_id, inputs[mol_id]) for mol_id in fresh),
+            total=len(fresh),
             desc=f"{table.name}/{featurizer.name}",
             n_jobs=n_jobs,
             progress=progress,
             time_limit=featurizer.time_limit,
         )
-        if journal is not None:
-            failed_before = sum(failure is not None for _, _, failure in done.values())
-            journal.start(len(keys), len(keys) - len(todo), failed_before, featurizer.name)
-        with closing(results):  # its workers end here, also when this loop raises
-            fresh = iter(results)
-            for mol_id, mol in zip(mol_ids, inputs, strict=True):
-                if mol_id in done:
-                    value, n_nonfinite, failure = done.pop(mol_id)
+        kept = _outcomes(held, [m for m in mol_ids if m in old])
+        failed_before = sum(f is not None for _, _, f in journaled.values())
+        failed_before += 0 if held is None else len(held.failed)
+        journal.start(len(mol_ids), len(mol_ids) - len(fresh), failed_before, featurizer.name)
+        with closing(results), closing(kept):  # workers end here, also when this loop raises
+            fresh_outcomes = iter(results)
+            for mol_id in mol_ids:
+                if mol_id in journaled:
+                    value, n_nonfinite, failure = journaled.pop(mol_id)
+                elif mol_id in old:
+                    value, n_nonfinite, failure = next(kept)
                 else:
-                    outcome = next(fresh)
+                    outcome = next(fresh_outcomes)
                     if isinstance(outcome, Refused):  # it crashed or overran its worker
-                        outcome = (None, 0, f"{shown(mol.smiles)}: {outcome.reason}")
+                        outcome = (None, 0, f"{shown(inputs[mol_id].smiles)}: {outcome.reason}")
                     value, n_nonfinite, failure = outcome
-                    if journal is not None:
-                        journal.add(mol_id, value, n_nonfinite, failure)
+                    journal.add(mol_id, value, n_nonfinite, failure)
                 if failure is not None:
                     failed[str(mol_id)] = failure
                     continue
@@ -471,15 +513,14 @@ def _write(
                 if len(batch) == _BATCH:
                     _put(env, batch, append=True)
                     batch = []
-        if journal is not None:
-            journal.flush()
+        journal.flush()
         _put(env, batch, append=True)
         meta = {
             "key": key,
             "format": FORMAT_VERSION,
             "featurizer": {"name": featurizer.name, "params": identity["params"]},
             "table": {"name": table.name, "structure_hash": identity["structure_hash"]},
-            "n_entries": len(keys) - len(failed),
+            "n_entries": len(mol_ids) - len(failed),
             "n_failed": len(failed),
             "failed": failed,
             "n_nonfinite_molecules": nonfinite_molecules,
@@ -492,9 +533,8 @@ def _write(
         _put(env, [(META_KEY, raw_meta)], append=False)
         env.sync(True)
     except BaseException:
-        if journal is not None:  # stopped or failed: keep what was finished for the next build
-            with suppress(Exception):
-                journal.flush()
+        with suppress(Exception):  # stopped or failed: keep what was finished for the next build
+            journal.flush()
         raise
     finally:
         env.close()
@@ -506,11 +546,42 @@ def _write(
             "it leave them out): %s",
             featurizer.name,
             len(failed),
-            len(keys),
+            len(mol_ids),
             table.name,
             listed,
         )
     return json.loads(raw_meta)  # exactly what a later open reads back
+
+
+def _log_start(
+    featurizer: Featurizer, table: MoleculeTable, n_molecules: int, n_fresh: int, n_jobs: int
+) -> None:
+    """Say once what this build does, and that a stopped one goes on from its journal."""
+    kept = n_molecules - n_fresh
+    log.info(
+        "featurising %d of the %d molecules of %s with %s on %d cores%s; a stopped build "
+        "keeps what it finished, and the next one goes on from there",
+        n_fresh,
+        len(table),
+        table.name,
+        featurizer.name,
+        n_jobs,
+        f" ({kept} more are kept from before)" if kept else "",
+    )
+
+
+def _outcomes(store: FeatureStore | None, mol_ids: list[int]) -> Iterator[Outcome]:
+    """What `store` holds of each of `mol_ids`, in their order, as a build's outcomes."""
+    if not mol_ids:
+        return
+    failed = store.failed
+    with _environment(store.path).begin(buffers=True) as txn:
+        for mol_id in mol_ids:
+            if mol_id in failed:
+                yield None, 0, failed[mol_id]
+            else:
+                value = bytes(txn.get(_key(mol_id)))
+                yield value, _count_nonfinite(decode_arrays(value)), None
 
 
 def _put(env: lmdb.Environment, items: list[tuple[bytes, bytes]], append: bool) -> None:
@@ -526,9 +597,7 @@ def _put(env: lmdb.Environment, items: list[tuple[bytes, bytes]], append: bool) 
         raise RuntimeError(f"feature cache: {len(items) - added} records were not written")
 
 
-def _featurize_one(
-    featurizer: Featurizer, job: tuple[int, MolInput]
-) -> tuple[bytes | None, int, str | None]:
+def _featurize_one(featurizer: Featurizer, job: tuple[int, MolInput]) -> Outcome:
     """Encoded features of one molecule, how many of its values are not finite, and
     why the featuriser could not represent it (then no features)."""
     mol_id, mol = job
@@ -540,10 +609,13 @@ def _featurize_one(
         raise RuntimeError(
             f"featuriser {featurizer.name!r} failed on mol_id {mol_id} ({shown(mol.smiles)}): {e!r}"
         ) from e
-    n_nonfinite = sum(
+    return encode_arrays(arrays), _count_nonfinite(arrays), None
+
+
+def _count_nonfinite(arrays: dict[str, np.ndarray]) -> int:
+    return sum(
         int(np.count_nonzero(~np.isfinite(a))) for a in arrays.values() if a.dtype.kind in "fc"
     )
-    return encode_arrays(arrays), n_nonfinite, None
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -561,7 +633,7 @@ _JOURNAL_COMPACT = 64  # a build that finds more parts than this merges them int
 
 
 class Journal:
-    """The finished molecules of a resumable build, in part files that outlive the
+    """The finished molecules of a build, in part files that outlive the
     build (see the module docstring).
 
     A part is ``OODMOLJ1``, the uint32 lengths of its JSON header and of its payload and
@@ -578,10 +650,10 @@ class Journal:
         self.name = ""
         self.started = time.monotonic()
 
-    def read(self) -> dict[int, tuple[bytes | None, int, str | None]]:
+    def read(self) -> dict[int, Outcome]:
         """Every molecule of the journal's intact parts: mol_id → (encoded features or
         None, non-finite values, failure or None)."""
-        found: dict[int, tuple[bytes | None, int, str | None]] = {}
+        found: dict[int, Outcome] = {}
         if not self.folder.is_dir():
             return found
         for leftover in self.folder.glob(".tmp-*"):
@@ -600,7 +672,7 @@ class Journal:
             _fsync_dir(self.folder)
         return found
 
-    def _read_part(self, part: Path) -> dict[int, tuple[bytes | None, int, str | None]]:
+    def _read_part(self, part: Path) -> dict[int, Outcome]:
         raw = part.read_bytes()
         magic, n_header, n_payload, crc = struct.unpack_from("<8sIII", raw)
         start = struct.calcsize("<8sIII")
@@ -655,12 +727,16 @@ class Journal:
         self.folder.mkdir(parents=True, exist_ok=True)
         stem = f"{time.time_ns():020d}-{os.getpid()}"
         tmp = self.folder / f".tmp-{stem}"  # never `*.part` until it is whole
-        with open(tmp, "wb") as f:
-            f.write(struct.pack("<8sIII", _JOURNAL_MAGIC, len(header), len(payload), crc))
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.folder / f"{stem}.part")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(struct.pack("<8sIII", _JOURNAL_MAGIC, len(header), len(payload), crc))
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.folder / f"{stem}.part")
+        except BaseException:  # a stop signal mid-write: the molecules stay pending
+            tmp.unlink(missing_ok=True)
+            raise
         _fsync_dir(self.folder)
 
     def _log_progress(self) -> None:

@@ -31,7 +31,6 @@ class SlowFeaturizer(Featurizer):
     molecules of 13 carbons are refused with a reason (a journaled failure)."""
 
     name = "slow"
-    resumable = True
 
     def __init__(self, log_dir: str, delay: float = 0.0, fail_at: str | None = None) -> None:
         self.log_dir, self.delay, self.fail_at = log_dir, delay, fail_at
@@ -161,18 +160,6 @@ def test_journal_logs_progress_and_time_left(tmp_path, often, caplog):
     progress = [r.getMessage() for r in caplog.records if "molecules done" in r.getMessage()]
     assert progress[-1].startswith(f"slow: {len(SMILES)} of {len(SMILES)} molecules done (1 ")
     assert "left" in progress[0]
-
-
-class Plain(SlowFeaturizer):
-    resumable = False
-
-
-def test_a_featurizer_that_is_not_resumable_keeps_no_journal(tmp_path, often):
-    log = tmp_path / "log"
-    log.mkdir()
-    with pytest.raises(RuntimeError):
-        build(Plain(str(log), fail_at=SMILES[3]), tmp_path / "cache")
-    assert not list((tmp_path / "cache").glob("*.journal"))
 
 
 def test_many_journal_parts_are_merged_into_one_when_read(tmp_path, often, monkeypatch):

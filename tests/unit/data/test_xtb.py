@@ -80,9 +80,8 @@ def test_step_limit_refuses_the_molecule_with_the_reason() -> None:
         XTBOptimizer(max_steps=2)(mol, start)
 
 
-def test_graph3d_with_xtb_is_resumable_and_keyed_by_its_settings() -> None:
+def test_graph3d_with_xtb_is_keyed_by_its_settings() -> None:
     mmff, xtb = Graph3D(), Graph3D(optimizer=XTBOptimizer(), time_limit=1800)
-    assert not mmff.resumable and xtb.resumable
     assert "optimizer" not in mmff.params()  # the ETKDG + MMFF caches built before stay valid
     assert xtb.params()["optimizer"]["method"] == "GFN2-xTB"
     assert xtb.params()["optimizer"]["tblite"]

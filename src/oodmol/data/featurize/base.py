@@ -55,10 +55,6 @@ class Featurizer(ABC):
     # from Python, so the feature cache's build enforces it from outside: it kills the
     # worker process of a molecule that overruns it and records the molecule as refused.
     time_limit: float | None = None
-    # Whether its cache's build keeps a journal of finished molecules, so that a build
-    # stopped part-way (a signal, a crash, a reboot) goes on where it stopped instead of
-    # starting again (`oodmol.data.store`): for featurisers that take hours on a data set.
-    resumable: bool = False
 
     @abstractmethod
     def params(self) -> dict:

@@ -29,8 +29,8 @@ class Graph3D(LimitedFeaturizer):
     Data sets with geometries (QM9's DFT structures) use them as given; SMILES-only data
     sets get an ETKDG + MMFF94 conformer (`oodmol.data.featurize.conformers`), seeded,
     refined by `optimizer` where one is given (`conformers=xtb`: GFN2-xTB, whose energies,
-    steps and start coordinates are stored beside `pos`). A cache with an optimizer is
-    `resumable`: its build keeps a journal, so a stopped build goes on where it stopped.
+    steps and start coordinates are stored beside `pos`). Like every feature cache's, its
+    build keeps a journal, so a stopped build goes on where it stopped (`oodmol.data.store`).
     Neighbour graphs are built per batch by the models (their cutoffs differ), so the
     cache holds no edges.
 
@@ -57,8 +57,6 @@ class Graph3D(LimitedFeaturizer):
         self.max_iterations = max_iterations
         self.embed_timeout = embed_timeout
         self.optimizer = optimizer
-        # hours of work for a data set: its build journals its results (oodmol.data.store)
-        self.resumable = optimizer is not None
 
     def params(self) -> dict:
         # without an optimizer, exactly the keys of the ETKDG + MMFF caches built before

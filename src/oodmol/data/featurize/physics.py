@@ -98,7 +98,6 @@ class PhysicsEstimates(Featurizer):
     name: ClassVar[str] = "physics"
     version: ClassVar[int] = 1
     columns: ClassVar[tuple[str, ...]] = COLUMNS  # the names of `x`'s entries
-    resumable = True  # hours on QM9: a stopped build goes on where it stopped
 
     def __init__(
         self,
