@@ -14,6 +14,7 @@ import pytest
 
 from oodmol.data import store as store_module
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
+from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 
@@ -183,3 +184,74 @@ def journal_key(cache: Path) -> str:
     part = next(cache.glob("*.journal/*.part")).read_bytes()
     _, n_header, _, _ = struct.unpack_from("<8sIII", part)
     return json.loads(part[20 : 20 + n_header])["key"]
+
+
+CONFORMER_SMILES = ["CCO", "CCN", "CCCO", "OCCO", "CC(=O)O", "CCOC", "c1ccccc1", "CCCCN"]
+
+
+class LoggedGraph3D(Graph3D):
+    """ETKDG + MMFF conformers under the `graph3d` cache's own key, each call logged."""
+
+    def __init__(self, log_dir: str, delay: float = 0.0) -> None:
+        super().__init__()
+        self.log_dir, self.delay = log_dir, delay
+
+    def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
+        with open(Path(self.log_dir) / f"{os.getpid()}.log", "a") as f:
+            f.write(mol.smiles + "\n")
+        time.sleep(self.delay)
+        return super().__call__(mol)
+
+
+def conformer_table() -> MoleculeTable:
+    smiles = np.array(CONFORMER_SMILES)
+    return MoleculeTable("t", np.arange(len(smiles)), smiles, {"y": np.zeros(len(smiles))})
+
+
+def _conformers_in_child(cache: str, log_dir: str) -> None:
+    FeatureStore.build_or_open(
+        LoggedGraph3D(log_dir, delay=0.2), conformer_table(), cache, n_jobs=1, progress=False
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_conformer_build_keeps_what_it_finished(tmp_path, often, monkeypatch, signum):
+    """MMFF conformers: a build stopped by a signal goes on from its journal; the
+    molecules it finished are not embedded again, and the cache equals an uninterrupted
+    build's."""
+    monkeypatch.setattr("oodmol.parallel.start_method", lambda: "fork")
+    log = tmp_path / "log"
+    log.mkdir()
+    full = FeatureStore.build_or_open(
+        Graph3D(), conformer_table(), tmp_path / "full", n_jobs=1, progress=False
+    )
+    cache = tmp_path / "cache"
+    child = multiprocessing.get_context("fork").Process(
+        target=_conformers_in_child, args=(str(cache), str(log))
+    )
+    child.start()
+    deadline = time.monotonic() + 60
+    while len(list(cache.glob("*.journal/*.part"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(child.pid, signum)
+    child.join(timeout=60)
+    assert child.exitcode is not None and child.exitcode != 0
+    assert not list(cache.glob("*.lmdb.seal")) and not list(cache.glob("*.tmp-*"))
+    (journal,) = cache.glob("*.journal")
+    finished = store_module.Journal(journal, journal_key(cache)).read()
+    assert 3 <= len(finished) < len(CONFORMER_SMILES), "the build was not stopped part-way"
+    before = len(calls(log))
+
+    resumed = FeatureStore.build_or_open(
+        LoggedGraph3D(str(log)), conformer_table(), cache, n_jobs=1, progress=False
+    )
+
+    redone = calls(log)[before:]
+    assert sorted(redone) == sorted(s for i, s in enumerate(CONFORMER_SMILES) if i not in finished)
+    assert resumed.path.name == full.path.name  # the graph3d cache's own key
+    for mol_id in range(len(CONFORMER_SMILES)):
+        ours, theirs = resumed.get(mol_id), full.get(mol_id)
+        assert ours.keys() == theirs.keys()
+        for name in ours:
+            np.testing.assert_array_equal(ours[name], theirs[name])
+    assert not list(cache.glob("*.journal"))
