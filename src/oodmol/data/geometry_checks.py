@@ -374,11 +374,20 @@ class GeometryReport:
 
 
 def check_store(
-    store, table: MoleculeTable, geometry: str, progress: bool = True, n_jobs: int | None = None
+    store,
+    table: MoleculeTable,
+    geometry: str,
+    progress: bool = True,
+    n_jobs: int | None = None,
+    mol_ids: np.ndarray | None = None,
 ) -> GeometryReport:
-    """The checks of every molecule of `table` in the 3D feature cache `store`, read from
-    the report beside the cache where one was made for it (``<cache>.checks.json``),
-    else made (in worker processes) and written there."""
+    """The checks of the molecules `mol_ids` (None: every molecule of `table`) in the 3D
+    feature cache `store`. Those of every molecule are read from the report beside the
+    cache where one was made for it (``<cache>.checks.json``), else made (in worker
+    processes) and written there; those of a subset (a run's `max_molecules`), which
+    take seconds, are made each time."""
+    if mol_ids is not None:
+        return _check_all(store, table.take(table.rows_of(mol_ids)), geometry, progress, n_jobs)
     path = Path(f"{store.path}.checks.json")
     key = hashlib.sha256(
         json.dumps(

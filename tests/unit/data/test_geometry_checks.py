@@ -210,3 +210,18 @@ def test_check_report_of_a_cache_counts_and_names_every_failure(tmp_path) -> Non
     csv = report.write_csv(tmp_path / "report.csv", table).read_text().splitlines()
     assert csv[0] == "mol_id,smiles,passed,problem,rmsd_heavy,rmsd_all,energy_change_kcal"
     assert csv[1].startswith('10,CCO,1,"",0.1,0.2,-2.0')
+
+
+def test_check_report_of_a_subset_checks_its_molecules_alone(tmp_path) -> None:
+    """A run's subset: its molecules are built and checked, and no report of the whole
+    cache is written beside it."""
+    smiles = np.array(["CCO", "CCCO", "CCCC", "c1ccccc1"])
+    table = MoleculeTable("t", np.arange(4) + 10, smiles, {"y": np.zeros(4)})
+    ids = np.array([11, 13])
+    store = FeatureStore.build_or_open(
+        BrokenGeometry(), table, tmp_path, n_jobs=1, progress=False, mol_ids=ids
+    )
+    report = check_store(store, table, "broken", progress=False, n_jobs=1, mol_ids=ids)
+    assert (report.n_molecules, report.n_passed, sorted(report.failed)) == (2, 1, [11])
+    assert report.failed[11].startswith(f"{BOND_BROKEN}: C2-O3")
+    assert not list(tmp_path.glob("*.checks.json"))
