@@ -24,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from oodmol.command_line import UsageError, entry_point
-from oodmol.data.datamodule import checked_max_molecules, subset
+from oodmol.data.datamodule import checked_max_molecules
+from oodmol.data.subsets import subset
 from oodmol.data.task import TaskData, load_split, load_task
 from oodmol.llm.answers import AnswerLog
 from oodmol.llm.backends import (

@@ -41,12 +41,17 @@ class LinearBaseline:
         self.intercept, self.slope = 0.0, 1.0
 
     def open(
-        self, dataset: MoleculeTable, data_dir: Path, progress: bool, folder: str = "features"
+        self,
+        dataset: MoleculeTable,
+        data_dir: Path,
+        progress: bool,
+        folder: str = "features",
+        mol_ids: np.ndarray | None = None,
     ) -> None:
-        """The estimates' cache of the data set, in `folder` of the data folder (built
-        where missing)."""
+        """The estimates' cache of the data set, in `folder` of the data folder, holding
+        at least `mol_ids` (None: every molecule; built where missing)."""
         self.store = FeatureStore.build_or_open(
-            self.featurizer, dataset, Path(data_dir) / folder, progress=progress
+            self.featurizer, dataset, Path(data_dir) / folder, progress=progress, mol_ids=mol_ids
         )
 
     def unusable(self, mol_ids: np.ndarray) -> dict[int, str]:

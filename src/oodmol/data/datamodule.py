@@ -18,7 +18,6 @@ from oodmol.data.featurize.base import Featurizer
 from oodmol.data.geometry_checks import GeometryReport, check_store
 from oodmol.data.sampling import EpochShuffle
 from oodmol.data.splits.assignment import (
-    ALL_SETS,
     VAL_TAIL,
     EmptySetError,
     SplitAssignment,
@@ -27,6 +26,7 @@ from oodmol.data.splits.assignment import (
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.statistics import Statistic, TrainingSplit, compute_statistics
 from oodmol.data.store import FeatureStore
+from oodmol.data.subsets import offer_order, offered
 from oodmol.data.task import Task, TaskData, load_split, load_task
 from oodmol.errors import InputError
 
@@ -51,7 +51,8 @@ class MoleculeDataModule(L.LightningDataModule):
     made) are left out of every set of this run, counted per set and named in the log
     and in the run's metrics (`data.left_out`). `max_molecules` keeps a seeded random
     subset of at most that many molecules per set, for quick runs on large data sets
-    (QM9); the subset is recorded with the run's data facts.
+    (QM9), and featurises only those (`oodmol.data.subsets`); the subset is recorded with
+    the run's data facts.
 
     With a `baseline` (Δ-learning, `oodmol.data.baseline`), fitted on the training
     molecules, the model's targets are what it leaves of the property (`model_targets`,
@@ -122,6 +123,8 @@ class MoleculeDataModule(L.LightningDataModule):
         self.split: SplitAssignment | None = None
         self.store: FeatureStore | None = None
         self.datasets: dict = {}
+        self.orders: dict[str, np.ndarray] = {}
+        self.no_features: dict[int, str] = {}
 
     def prepare_data(self) -> None:
         # Called by train.py and again by Lightning's fit and test: the work is done once.
@@ -129,20 +132,76 @@ class MoleculeDataModule(L.LightningDataModule):
             self._load(self.progress)
 
     def _load(self, progress: bool) -> None:
-        """The task's data, split and feature cache (built, where missing, by this
-        process), kept for `setup` in the same process."""
+        """The task's data, split and feature caches (built, where missing, by this
+        process), kept for `setup` in the same process. With `max_molecules` the caches
+        need only the molecules the run looks at (`oodmol.data.subsets`): those are
+        featurised, and where some cannot be used, the next ones of their sets."""
         self.data = load_task(self.task, self.data_dir, progress)
         self.split = load_split(self.data, self.splitter, self.data_dir)
+        self.orders = {
+            name: offer_order(ids, name, self.max_molecules, self.splitter)
+            for name, ids in self._pools().items()
+        }
+        if self.max_molecules is None:
+            self._open_caches(None, progress)
+            return
+        wanted = self._looked_at(np.empty(0, dtype=np.int64))
+        while True:
+            self._open_caches(wanted, progress)
+            more = self._looked_at(self._unusable())
+            if np.isin(more, wanted).all():
+                return
+            wanted = np.union1d(wanted, more)
+
+    def _pools(self) -> dict[str, np.ndarray]:
+        """The molecules of each set of the split. Without a `holdout`, the validation
+        molecules train too (BOOM's protocol: the whole pool but the test sets) and the
+        run has no validation set."""
+        sets = dict(self.split.sets)
+        if not self.holdout:
+            held = [name for name in ("val", VAL_TAIL) if name in sets]
+            sets["train"] = np.sort(np.concatenate([sets["train"], *(sets[n] for n in held)]))
+            sets.update({name: sets[name][:0] for name in held})
+        return sets
+
+    def _looked_at(self, unusable: np.ndarray) -> np.ndarray:
+        """Every molecule the run looks at, given those known to be `unusable`."""
+        looked = [offered(order, self.max_molecules, unusable) for order in self.orders.values()]
+        return np.unique(np.concatenate(looked))
+
+    def _open_caches(self, mol_ids: np.ndarray | None, progress: bool) -> None:
+        """The feature cache, and those of the geometry filter with their checks, holding
+        at least `mol_ids` (None: every molecule of the data set)."""
+        features = self.data_dir / "features"
+        dataset = self.data.dataset
         self.store = FeatureStore.build_or_open(
-            self.featurizer, self.data.dataset, self.data_dir / "features", progress=progress
+            self.featurizer, dataset, features, progress=progress, mol_ids=mol_ids
         )
         for name, featurizer in self.geometry_filter.items():
             store = FeatureStore.build_or_open(
-                featurizer, self.data.dataset, self.data_dir / "features", progress=progress
+                featurizer, dataset, features, progress=progress, mol_ids=mol_ids
             )
-            self.geometry_reports[name] = check_store(store, self.data.dataset, name, progress)
+            self.geometry_reports[name] = check_store(
+                store, dataset, name, progress, mol_ids=mol_ids
+            )
         if self.baseline is not None:
-            self.baseline.open(self.data.dataset, self.data_dir, progress)
+            self.baseline.open(dataset, self.data_dir, progress, mol_ids=mol_ids)
+        held = np.concatenate(list(self.split.sets.values())) if mol_ids is None else mol_ids
+        self.no_features = self._without_features(held)
+
+    def _without_features(self, mol_ids: np.ndarray) -> dict[int, str]:
+        """The molecules without features, or (with a baseline) among `mol_ids` without
+        its estimate, and why."""
+        failed = self.store.failed
+        if self.baseline is not None:  # no estimate: no baseline to learn from
+            failed = {**self.baseline.unusable(mol_ids), **failed}
+        return failed
+
+    def _unusable(self) -> np.ndarray:
+        """The molecules without features, or failing a geometry's checks."""
+        unusable = set(self.no_features)
+        unusable.update(mol_id for r in self.geometry_reports.values() for mol_id in r.failed)
+        return np.array(sorted(unusable), dtype=np.int64)
 
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
@@ -185,38 +244,29 @@ class MoleculeDataModule(L.LightningDataModule):
         return facts
 
     def _select_molecules(self, store: FeatureStore) -> dict:
-        """The molecules of each set this run uses (`set_ids`); returns what was left
-        out because the featuriser failed on it, per set, with examples. Without a
-        `holdout`, the validation molecules train too (BOOM's protocol: the whole pool
-        but the test sets) and the run has no validation set."""
-        failed = store.failed
-        if self.baseline is not None:  # no estimate: no baseline to learn from
-            every = np.concatenate([ids for ids in self.split.sets.values()])
-            failed = {**self.baseline.unusable(every), **failed}
+        """The molecules of each set this run uses (`set_ids`): every one it looks at
+        (`_looked_at`) but those without features (or the baseline's estimate) or failing
+        the geometry filter; returns how many of those it left out for want of features,
+        per set, with examples."""
+        failed = self.no_features
         failed_ids = np.fromiter(failed, dtype=np.int64, count=len(failed))
         filtered = {mol_id for report in self.geometry_reports.values() for mol_id in report.failed}
         filtered_ids = np.fromiter(sorted(filtered), dtype=np.int64, count=len(filtered))
+        unusable = np.union1d(failed_ids, filtered_ids)
         self.filter_facts = {
             "geometries": {n: r.summary() for n, r in self.geometry_reports.items()},
             "left_out": {},
         }
         left_out: dict = {}
-        sets = dict(self.split.sets)
-        if not self.holdout:
-            held = [name for name in ("val", VAL_TAIL) if name in sets]
-            sets["train"] = np.sort(np.concatenate([sets["train"], *(sets[n] for n in held)]))
-            sets.update({name: sets[name][:0] for name in held})
         for name in self.split.names():
-            ids = sets[name]
+            ids = offered(self.orders[name], self.max_molecules, unusable)
             checked = np.isin(ids, filtered_ids) & ~np.isin(ids, failed_ids)
             if checked.any():
                 self.filter_facts["left_out"][name] = int(checked.sum())
-                ids = ids[~checked]
             missing = np.isin(ids, failed_ids)
             if missing.any():
                 left_out[name] = int(missing.sum())
-                ids = ids[~missing]
-            self.set_ids[name] = subset(ids, name, self.max_molecules, self.splitter)
+            self.set_ids[name] = np.sort(ids[~np.isin(ids, unusable)])
         if left_out:
             examples = [f"{k} ({failed[k]})" for k in sorted(failed)[:5]]
             missing = f"{store.meta['featurizer']['name']} features"
@@ -377,16 +427,6 @@ class MoleculeDataModule(L.LightningDataModule):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.resume_position = state_dict.get("train_position")
-
-
-def subset(ids: np.ndarray, name: str, max_molecules: int | None, splitter: Splitter) -> np.ndarray:
-    """The molecules of set `name` a run with `max_molecules` uses: all of them, or a
-    random subset seeded by the split and the set alone (every model, and `oodmol llm`,
-    draws the same one)."""
-    if max_molecules is None or len(ids) <= max_molecules:
-        return ids
-    rng = np.random.default_rng([getattr(splitter, "seed", 0), ALL_SETS.index(name)])
-    return np.sort(rng.choice(ids, size=max_molecules, replace=False))
 
 
 def checked_max_molecules(value: object) -> int | None:
