@@ -56,6 +56,13 @@ def task(make_csv):
     return csv_task(str(make_csv("chains.csv", "smiles,y", rows)), "y", name="chains")
 
 
+@pytest.fixture(autouse=True)
+def forked_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Featurisation workers forked from this process, not started afresh by a fork
+    server (an import elsewhere loads tokenizers): a second each instead of tens."""
+    monkeypatch.setattr("oodmol.parallel.start_method", lambda: "fork")
+
+
 @pytest.fixture
 def log(tmp_path) -> Path:
     folder = tmp_path / "log"
