@@ -16,12 +16,13 @@ it (about 0.25 s for a 270 MB cache, QM9 descriptors). A file that fails any che
 reported with a warning and rebuilt. Worker processes that receive a store trust the
 check their parent made.
 
-A complete cache opens without a lock and without writing anything, so it can sit on a
-read-only disk. Builds run under a `filelock.FileLock` on ``<cache>.lmdb.lock``
-(`oodmol.locks.build_lock`): a process that waited for the lock finds the finished cache
-and opens it instead of building it again. Files are written under a temporary name in
-the same folder, synced, and moved into place with `os.replace`, so a reader sees either
-no cache or a complete one; like every file oodmol writes, they get the umask's mode.
+A sealed cache that holds the molecules asked for opens without a lock and without
+writing anything, so it can sit on a read-only disk. Builds run under a
+`filelock.FileLock` on ``<cache>.lmdb.lock`` (`oodmol.locks.build_lock`): a process that
+waited for the lock finds the finished cache and opens it instead of building it again.
+Files are written under a temporary name in the same folder, synced, and moved into place
+with `os.replace`, so a reader sees either no cache or a sealed one; like every file
+oodmol writes, they get the umask's mode.
 
 Subsets: a cache may hold only some of its table's molecules (`build_or_open` with
 `mol_ids`: a run on a subset of each set). It is the same file, under the same key and
