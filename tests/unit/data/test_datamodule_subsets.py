@@ -16,7 +16,7 @@ from oodmol.data.featurize.conformers import embed
 from oodmol.data.featurize.fingerprints import MorganFingerprint
 from oodmol.data.splits.splitters import RandomSplitter
 from oodmol.data.store import FeatureStore
-from oodmol.data.subsets import offer_order, subset
+from oodmol.data.subsets import offer_order, offered, subset
 from oodmol.data.task import csv_task, load_split, load_task
 
 # 30 molecules: OOD 6, ID round(0.2 * 24) = 5, val round(0.2 * 19) = 4, train 15
@@ -190,3 +190,22 @@ def test_a_subset_run_checks_the_geometries_of_its_subset_alone(task, data_dir, 
     )
     assert pulled.mol_ids().tolist() == dm.store.mol_ids().tolist()
     assert len(dm.store.mol_ids()) == 4 * 3 + 1
+
+
+def test_a_set_offers_its_molecules_in_one_seeded_order() -> None:
+    ids = np.arange(100, 120)
+    splitter = RandomSplitter(**SPLITTER)
+    order = offer_order(ids, "id", 3, splitter)
+    assert sorted(order.tolist()) == ids.tolist() and order.tolist() != ids.tolist()
+    assert offer_order(ids, "id", 7, splitter).tolist() == order.tolist()  # whatever the size
+    assert offer_order(ids, "ood", 3, splitter).tolist() != order.tolist()  # each set its own
+    assert offer_order(ids, "id", None, splitter).tolist() == ids.tolist()  # every molecule
+    assert subset(ids, "id", 3, splitter).tolist() == sorted(order[:3].tolist())
+
+
+def test_a_run_looks_at_the_molecules_up_to_its_last_usable_one() -> None:
+    order = np.array([5, 3, 9, 1, 7])
+    assert offered(order, 2, np.array([3])).tolist() == [5, 3, 9]
+    assert offered(order, 2, np.array([], dtype=np.int64)).tolist() == [5, 3]
+    assert offered(order, 4, np.array([3, 9])).tolist() == [5, 3, 9, 1, 7]  # too few: all
+    assert offered(order, None, np.array([3])).tolist() == [5, 3, 9, 1, 7]
