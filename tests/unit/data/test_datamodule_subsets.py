@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from oodmol.data.baseline import LinearBaseline
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import VectorFeatures
 from oodmol.data.featurize.base import FeaturizationError, MolInput
@@ -209,3 +210,38 @@ def test_a_run_looks_at_the_molecules_up_to_its_last_usable_one() -> None:
     assert offered(order, 2, np.array([], dtype=np.int64)).tolist() == [5, 3]
     assert offered(order, 4, np.array([3, 9])).tolist() == [5, 3, 9, 1, 7]  # too few: all
     assert offered(order, None, np.array([3])).tolist() == [5, 3, 9, 1, 7]
+
+
+class Estimate(MorganFingerprint):
+    """A stand-in physics estimate: one column, the SMILES' length, and no finite value
+    for the listed molecules."""
+
+    name = "estimate"
+    columns = ("length",)
+
+    def __init__(self, missing: tuple[str, ...]) -> None:
+        super().__init__(n_bits=64)
+        self.missing = tuple(missing)
+
+    def params(self) -> dict:
+        return {"missing": list(self.missing)}
+
+    def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
+        value = np.nan if mol.smiles in self.missing else float(len(mol.smiles))
+        return {"x": np.array([value])}
+
+
+def test_a_subset_run_builds_the_baselines_estimates_of_its_subset_alone(
+    task, data_dir, log
+) -> None:
+    split = load_split(load_task(task, data_dir, False), RandomSplitter(**SPLITTER), data_dir)
+    order = offer_order(split.sets["ood"], "ood", 3, RandomSplitter(**SPLITTER))
+    (missing,) = smiles_of_ids(task, data_dir, order[:1])
+    baseline = LinearBaseline(Estimate((missing,)), "length")
+
+    dm = loaded(task, data_dir, Counted(str(log)), 3, baseline=baseline)
+
+    assert dm.set_ids["ood"].tolist() == sorted(order[1:4].tolist())
+    assert dm.feature_facts["left_out"]["ood"] == 1
+    assert baseline.store.mol_ids().tolist() == dm.store.mol_ids().tolist()
+    assert len(dm.store.mol_ids()) == 4 * 3 + 1
