@@ -1,8 +1,9 @@
 """The door of every Hydra application (train, evaluate, predict): the command line is
-checked before the heavy imports (an unknown key or choice ends in one line within a
-second), and inside the job a user error or a failed run ends in its message and exit
-status, as `oodmol.errors` says. In a multirun a failed job raises instead, so the other
-jobs still run and the sweep reports it at its end."""
+checked before the heavy imports (an unknown key or choice, a run folder that cannot be
+written, a GPU the machine lacks: one line within a second), and inside the job a user
+error or a failed run ends in its message and exit status, as `oodmol.errors` says. In a
+multirun a failed job raises instead, so the other jobs still run and the sweep reports
+it at its end."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from oodmol.apps.preflight import check_gpu, check_output_folder
 from oodmol.config import config_dir
 from oodmol.errors import user_errors, without_debug_flag
 from oodmol.overrides import check_overrides, check_settings
@@ -63,6 +65,9 @@ def hydra_app(
                     overrides.insert(0, f"hydra.searchpath=[file://{folder}]")
                 with user_errors(program):
                     cfg = check_overrides(args.config_name or config_name, overrides)
+                    check_output_folder(cfg, multirun=bool(args.multirun))
+                    if not args.multirun:  # a sweep's jobs may run on other machines
+                        check_gpu(cfg)
                     answer = None if args.multirun or not before_start else before_start(cfg)
                 if answer is not None:
                     raise SystemExit(answer)
@@ -78,4 +83,5 @@ def run_job(program: str, task: Callable[[DictConfig], Any], cfg: DictConfig) ->
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     with user_errors(program, raise_as=JobFailed if multirun else None, show=global_rank() == 0):
         check_settings(cfg)
+        check_gpu(cfg)
         return task(cfg)

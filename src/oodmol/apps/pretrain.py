@@ -33,6 +33,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 
+from oodmol.apps.preflight import check_gpu
 from oodmol.command_line import UsageError, entry_point
 from oodmol.config import config_dir
 from oodmol.data.statistics import FeatureFact
@@ -50,6 +51,7 @@ LAST = "last.ckpt"
 @entry_point("oodmol pretrain", usage=__doc__)
 def main(argv: list[str]) -> int:
     cfg = tool_config("pretrain", argv, required=("corpus", "out"))
+    check_gpu(cfg)
     if cfg.model.get("pretraining") is None:
         raise UsageError(
             f"model={cfg.model.name} has no pretraining objective (model.pretraining); "
