@@ -2,7 +2,7 @@
 
 One LMDB file per (data set structure, featuriser, params), named
 ``{table}-{featurizer}-{key[:16]}.lmdb``; key = sha256 of everything that changes the
-content. Values are named arrays in a pickle-free format (`encode_arrays`); keys are
+content. Values are named arrays in a pickle-free format (`oodmol.data.records`); keys are
 mol_ids as 8-byte big-endian int64; a ``__meta__`` record is written last.
 
 Integrity: LMDB does not checksum its pages, and on a truncated or damaged file it can
@@ -45,12 +45,14 @@ estimate of the time left.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import math
 import os
 import secrets
+import shutil
 import struct
 import time
 import zlib
@@ -59,13 +61,16 @@ from contextlib import closing, suppress
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import lmdb
 import numpy as np
 
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput, inputs_of
 from oodmol.data.limits import shown
+from oodmol.data.records import UndecodableRecord, decode_arrays, encode_arrays, entries, header_of
 from oodmol.data.table import MoleculeTable
+from oodmol.errors import UserError
 from oodmol.interrupts import interruptible
 from oodmol.io import atomic_write_json
 from oodmol.locks import build_lock
@@ -75,12 +80,14 @@ from oodmol.parallel import Refused, process_map, worker_count
 FORMAT_VERSION = 1
 META_KEY = b"__meta__"
 _MAX_EXAMPLES = 10
-_ALIGN = 8  # every stored array starts at a multiple of this many bytes
 _BATCH = 512  # records per write transaction
 _INITIAL_MAP_SIZE = 64 << 20  # doubled whenever the file outgrows it
 _READ_CHUNK = 8 << 20
+_SEAL_BYTES = 4096  # read of a seal file at most: a damaged one may be any size
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+Buffer = bytes | bytearray | memoryview
 # what a stopped build leaves: its journal
 JOURNAL_KEPT = "the molecules done are kept in its journal; run again to go on from them"
 
@@ -194,20 +201,14 @@ class FeatureStore:
         """The arrays of one molecule: writable, owned by the caller (one copy out of
         the memory map)."""
         with _environment(self.path).begin(buffers=True) as txn:
-            value = txn.get(_key(mol_id))
-            if value is None:
-                raise KeyError(f"mol_id {mol_id} not in feature cache {self.path}")
-            return decode_arrays(bytearray(value))
+            return self._read(mol_id, bytearray(self._record(txn, mol_id)), decode_arrays)
 
     def iter_arrays(self, mol_ids: Iterable[int]) -> Iterator[dict[str, np.ndarray]]:
         """The arrays of many molecules (as `get` gives them), read in one transaction:
         for features whose shapes differ between molecules, such as graphs."""
         with _environment(self.path).begin(buffers=True) as txn:
             for mol_id in np.asarray(mol_ids, dtype=np.int64).tolist():
-                value = txn.get(_key(mol_id))
-                if value is None:
-                    raise KeyError(f"mol_id {mol_id} not in feature cache {self.path}")
-                yield decode_arrays(bytearray(value))
+                yield self._read(mol_id, bytearray(self._record(txn, mol_id)), decode_arrays)
 
     def matrix(self, mol_ids: Iterable[int], field: str = "x") -> np.ndarray:
         """One field of many molecules stacked into a new array, in one read transaction.
@@ -217,19 +218,17 @@ class FeatureStore:
         mol_ids = np.asarray(mol_ids, dtype=np.int64).tolist()
         out = None
         header = dtype = shape = offset = None
+        end = 0
         with _environment(self.path).begin(buffers=True) as txn:
             if not mol_ids:
-                _, value = next((k, v) for k, v in txn.cursor() if k != META_KEY)
-                dtype, shape, _ = _field_spec(value, field)
+                key, value = next((k, v) for k, v in txn.cursor() if k != META_KEY)
+                dtype, shape, _ = self._field(struct.unpack(">q", key)[0], value, field)
                 return np.empty((0, *shape), dtype=dtype)
             for i, mol_id in enumerate(mol_ids):
-                value = txn.get(_key(mol_id))
-                if value is None:
-                    raise KeyError(f"mol_id {mol_id} not in feature cache {self.path}")
-                (n,) = struct.unpack_from("<I", value)
-                if value[: 4 + n] != header:
-                    header = bytes(value[: 4 + n])
-                    spec = _field_spec(value, field)
+                value = self._record(txn, mol_id)
+                if (record_header := self._read(mol_id, value, header_of)) != header:
+                    header = record_header
+                    spec = self._field(mol_id, value, field)
                     if out is None:
                         dtype, shape, _ = spec
                         out = np.empty((len(mol_ids), *shape), dtype=dtype)
@@ -239,53 +238,62 @@ class FeatureStore:
                             f"molecules have {dtype}{shape}: use get() for varying shapes"
                         )
                     offset = spec[2]
+                    end = offset + out[0].nbytes
+                if len(value) < end:
+                    raise self._damaged(mol_id, f"{len(value)} bytes; its {field!r} ends at {end}")
                 out[i] = np.frombuffer(value, dtype, math.prod(shape), offset).reshape(shape)
         return out
 
+    def _record(self, txn: lmdb.Transaction, mol_id: int) -> memoryview:
+        """The bytes of one molecule's record: every molecule the cache was built for
+        has one, unless the featuriser failed on it."""
+        try:
+            value = txn.get(_key(mol_id))
+        except lmdb.Error as error:
+            raise self._damaged(mol_id, f"LMDB: {error}") from None
+        if value is None:
+            raise MissingRecordError(
+                f"mol_id {mol_id} not in feature cache {self.path}; if the cache was built "
+                f"for it, the cache is damaged: {self._remedy()}"
+            )
+        return value
 
-def encode_arrays(arrays: dict[str, np.ndarray]) -> bytes:
-    """Named arrays as bytes, without pickle: a little-endian uint32 header length, a
-    JSON header of ``[name, dtype, shape, offset]`` entries (space-padded to 8 bytes),
-    then each array's raw C-order bytes at its offset from the end of the header."""
-    arrays = {name: np.asarray(a) for name, a in arrays.items()}
-    entries, size = [], 0
-    for name, a in arrays.items():
-        if a.dtype.kind not in "biufc":
-            raise TypeError(f"array {name!r} has dtype {a.dtype}; only numeric arrays are stored")
-        entries.append([name, a.dtype.str, list(a.shape), size])
-        size = _aligned(size + a.nbytes)
-    header = json.dumps(entries, separators=(",", ":")).encode()
-    header += b" " * (_aligned(4 + len(header)) - 4 - len(header))
-    start = 4 + len(header)
-    out = bytearray(start + size)
-    struct.pack_into("<I", out, 0, len(header))
-    out[4:start] = header
-    for (_, _, _, offset), a in zip(entries, arrays.values(), strict=True):
-        out[start + offset : start + offset + a.nbytes] = a.tobytes()
-    return bytes(out)
+    def _read(self, mol_id: int, value: Buffer, read: Callable[[Buffer], T]) -> T:
+        """`read(value)` of one molecule's record; a record it cannot make sense of
+        means a damaged cache."""
+        try:
+            return read(value)
+        except UndecodableRecord as error:
+            raise self._damaged(mol_id, str(error)) from None
 
+    def _field(self, mol_id: int, value: Buffer, field: str) -> tuple[np.dtype, tuple, int]:
+        """dtype, shape and byte offset of one named array of a record."""
+        for name, dtype, shape, offset in self._read(mol_id, value, entries):
+            if name == field:
+                return dtype, shape, offset
+        raise KeyError(f"no field {field!r} in the feature cache")
 
-def decode_arrays(value: bytes | bytearray | memoryview) -> dict[str, np.ndarray]:
-    """Inverse of `encode_arrays`: views into `value` (writable if `value` is)."""
-    (n,) = struct.unpack_from("<I", value)
-    arrays = {}
-    for name, dtype, shape, offset in json.loads(bytes(value[4 : 4 + n])):
-        flat = np.frombuffer(value, dtype, math.prod(shape), 4 + n + offset)
-        arrays[name] = flat.reshape(shape)
-    return arrays
+    def _damaged(self, mol_id: int, what: str) -> DamagedCacheError:
+        return DamagedCacheError(
+            f"feature cache {self.path} is damaged (the record of mol_id {mol_id}: {what}), "
+            f"although it matches its seal: {self._remedy()}"
+        )
 
-
-def _field_spec(value: memoryview, field: str) -> tuple[np.dtype, tuple[int, ...], int]:
-    """dtype, shape and byte offset of one named array inside an encoded value."""
-    (n,) = struct.unpack_from("<I", value)
-    for name, dtype, shape, offset in json.loads(bytes(value[4 : 4 + n])):
-        if name == field:
-            return np.dtype(dtype), tuple(shape), 4 + n + offset
-    raise KeyError(f"no field {field!r} in the feature cache")
+    def _remedy(self) -> str:
+        return f"delete it and {_seal_path(self.path).name} beside it, then run again to rebuild it"
 
 
-def _aligned(n: int) -> int:
-    return -(-n // _ALIGN) * _ALIGN
+class DamagedCacheError(UserError, ValueError):
+    """A feature cache whose bytes match its seal but whose records cannot be read: it
+    was damaged before it was sealed (or sealed again after). Deleting it rebuilds it."""
+
+
+class MissingRecordError(UserError, KeyError):
+    """A molecule the cache holds neither features nor a failure for: one it was not
+    built for (`lacks` tells which), or, in a cache built for it, a damaged key."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def _key(mol_id: int) -> bytes:
@@ -337,7 +345,8 @@ def _check(path: Path, key: str) -> tuple[dict | None, str | None]:
     if not path.exists():
         return None, None
     try:
-        seal = json.loads(_seal_path(path).read_text())
+        with open(_seal_path(path), "rb") as handle:
+            seal = json.loads(handle.read(_SEAL_BYTES))  # a seal is a few dozen bytes
         sealed_size, sealed_crc = int(seal["size"]), int(seal["crc32"])
     except FileNotFoundError:
         return None, "has no seal file (its build did not finish)"
@@ -366,6 +375,8 @@ def _check(path: Path, key: str) -> tuple[dict | None, str | None]:
         return None, "is stale (built for other molecules or featuriser settings)"
     if meta.get("n_entries") != n_entries:
         return None, f"holds {n_entries} entries but its meta says {meta.get('n_entries')}"
+    if not _readable_meta(meta):
+        return None, "has a damaged __meta__ record (a field of the wrong kind)"
     return meta, None
 
 
@@ -374,6 +385,20 @@ def _lacking(store: FeatureStore, table: MoleculeTable, wanted: np.ndarray | Non
     if len(store) + len(store.failed) == len(table):
         return np.empty(0, dtype=np.int64)  # it holds every molecule of its table
     return store.lacks(table.mol_id if wanted is None else wanted)
+
+
+def _readable_meta(meta: dict) -> bool:
+    """Whether the meta fields its readers use have their kinds (the seal cannot tell a
+    record damaged before it was sealed). Caches older than `failed` have none."""
+    failed, featurizer = meta.get("failed", {}), meta.get("featurizer")
+    return (
+        isinstance(failed, dict)
+        and all(k.lstrip("-").isdigit() and isinstance(v, str) for k, v in failed.items())
+        and isinstance(featurizer, dict)
+        and isinstance(featurizer.get("name"), str)
+        and isinstance(meta.get("n_nonfinite_values"), int)
+        and isinstance(meta.get("nonfinite_examples"), list)
+    )
 
 
 def _remove_leftovers(path: Path) -> None:
@@ -532,7 +557,10 @@ def _write(
         }
         raw_meta = json.dumps(meta).encode()
         _put(env, [(META_KEY, raw_meta)], append=False)
-        env.sync(True)
+        try:
+            env.sync(True)
+        except lmdb.Error as error:
+            raise _write_error(env, error, 0) from None
     except BaseException:
         with suppress(Exception):  # stopped or failed: keep what was finished for the next build
             journal.flush()
@@ -581,8 +609,8 @@ def _outcomes(store: FeatureStore | None, mol_ids: list[int]) -> Iterator[Outcom
             if mol_id in failed:
                 yield None, 0, failed[mol_id]
             else:
-                value = bytes(txn.get(_key(mol_id)))
-                yield value, _count_nonfinite(decode_arrays(value)), None
+                value = bytes(store._record(txn, mol_id))
+                yield value, _count_nonfinite(store._read(mol_id, value, decode_arrays)), None
 
 
 def _put(env: lmdb.Environment, items: list[tuple[bytes, bytes]], append: bool) -> None:
@@ -594,8 +622,24 @@ def _put(env: lmdb.Environment, items: list[tuple[bytes, bytes]], append: bool) 
             break
         except lmdb.MapFullError:
             env.set_mapsize(2 * env.info()["map_size"])
+        except lmdb.Error as error:
+            raise _write_error(env, error, sum(len(k) + len(v) for k, v in items)) from None
     if added != len(items):
         raise RuntimeError(f"feature cache: {len(items) - added} records were not written")
+
+
+def _write_error(env: lmdb.Environment, error: lmdb.Error, size: int) -> Exception:
+    """A failed write of the cache `env` is building, as the user should read it. LMDB
+    reports a write the disk had no room for without a file name, and a short write
+    (the disk filled up during it) as an I/O error: where the disk holding the cache has
+    less room left than the `size` bytes being written, it is the full disk it stands for,
+    an OSError (ENOSPC) naming the cache. Any other error is returned as it is."""
+    tmp = Path(env.path())
+    cache = tmp.with_name(tmp.name.split(".tmp-")[0])
+    out_of_room = "No space left" in str(error) or shutil.disk_usage(tmp.parent).free < size
+    if not out_of_room:
+        return error
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(cache))
 
 
 def _featurize_one(featurizer: Featurizer, job: tuple[int, MolInput]) -> Outcome:

@@ -15,7 +15,8 @@ from rdkit import Chem
 from oodmol.data.featurize.base import Featurizer, MolInput
 from oodmol.data.featurize.descriptors import RDKitDescriptors
 from oodmol.data.featurize.fingerprints import MorganFingerprint
-from oodmol.data.store import FeatureStore, decode_arrays, encode_arrays
+from oodmol.data.records import decode_arrays, encode_arrays
+from oodmol.data.store import FeatureStore
 from oodmol.data.table import Geometry, MoleculeTable
 
 SMILES = ["C", "CC", "CCO", "c1ccccc1", "CC(=O)O", "[Na+].[Cl-]", "CCN", "OCCO", "C1CC1", "CCCl"]
