@@ -61,10 +61,33 @@ class DataReport:
 
     @classmethod
     def from_dict(cls, data: dict) -> DataReport:
+        """The report `to_dict` wrote; anything else (a damaged cache's) raises
+        ValueError."""
         report = cls(data["source"], data["n_read"], data["n_kept"])
         for f in data["findings"]:
             report.findings[f"{f['action']}:{f['reason']}"] = Finding(**f)
+        if not _well_formed(report):
+            raise ValueError("not a data report: a field of the wrong kind")
         return report
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_dict(), indent=2))
+
+
+def _well_formed(report: DataReport) -> bool:
+    def count(n: object) -> bool:
+        return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+    return (
+        isinstance(report.source, str)
+        and count(report.n_read)
+        and count(report.n_kept)
+        and all(
+            isinstance(f.reason, str)
+            and isinstance(f.action, str)
+            and count(f.count)
+            and isinstance(f.examples, list)
+            and all(isinstance(e, str) for e in f.examples)
+            for f in report.findings.values()
+        )
+    )

@@ -177,10 +177,10 @@ def _cached(statistic: Statistic, train: TrainingSplit, cache_dir: Path | None) 
     if path.is_file():
         try:
             saved = json.loads(path.read_text())
-            if saved.get("identity") == identity:
+            if isinstance(saved, dict) and saved.get("identity") == identity and "value" in saved:
                 return saved["value"]
-        except (OSError, ValueError):
-            pass  # damaged: computed again and rewritten below
+        except Exception:  # any damage (not UTF-8, not JSON, no memory for it): computed
+            pass  # again and rewritten below, never a wrong value
     value = statistic.compute(train)
     try:
         atomic_write_json(path, {"identity": identity, "value": value})

@@ -135,6 +135,21 @@ def test_statistics_are_cached_by_molecules_and_settings(train, tmp_path: Path) 
     assert len(list(cache.glob("*.json"))) == 3
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [b"[1, 2]", b'{"identity": null}', b"\xff\xfe not text", b'{"value": 1'],
+    ids=["a_list", "no_value", "not_utf8", "truncated"],
+)
+def test_a_damaged_statistic_is_computed_again(train, tmp_path: Path, damage: bytes) -> None:
+    cache = tmp_path / "statistics"
+    specs = {"backbone.avg": AverageNeighbours(1.5)}
+    computed = compute_statistics(specs, train, cache)
+    (stored,) = cache.glob("*.json")
+    stored.write_bytes(damage)
+    assert compute_statistics(specs, train, cache) == computed
+    assert json.loads(stored.read_text())["value"] == computed["backbone.avg"]
+
+
 class InMemoryStore:
     """A feature cache's `matrix`, from an array (rows by mol_id)."""
 

@@ -106,11 +106,16 @@ class SplitAssignment:
 
     @classmethod
     def read(cls, path: Path) -> SplitAssignment:
-        """Read a split file, refusing one whose content does not match its hash."""
+        """Read a split file, refusing one whose content does not match its hash, or
+        whose parts the hash does not cover (the sets' names, `info`) are not what a
+        split writes."""
         payload = read_json(path, "split file")
-        split = cls(
-            {k: np.asarray(v, dtype=np.int64) for k, v in payload["sets"].items()}, payload["info"]
-        )
+        sets, info = payload["sets"], payload["info"]
+        if not isinstance(sets, dict) or not set(SETS) <= set(sets) <= set(ALL_SETS):
+            raise ValueError(f"{path}: its sets are not the sets of a split")
+        if not isinstance(info, dict):
+            raise ValueError(f"{path}: its info is not a record of how the split was made")
+        split = cls({k: np.asarray(v, dtype=np.int64) for k, v in sets.items()}, info)
         if split.hash != payload["hash"]:
             raise ValueError(f"{path}: content does not match its hash {payload['hash']}")
         return split
