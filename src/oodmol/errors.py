@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import ClassVar
+from typing import ClassVar, NoReturn
+
+from hydra.errors import InstantiationException
 
 DEBUG_FLAG = "--debug"
 DEBUG_VARIABLES = ("OODMOL_DEBUG", "HYDRA_FULL_ERROR")
@@ -37,6 +40,8 @@ _FIXABLE_BY_USER = {
     errno.EEXIST,
 }
 _FAILED_RUN = {errno.ENOSPC, errno.EDQUOT, errno.EIO}
+_FULL_KEY = "full_key: "  # the line of Hydra's InstantiationException naming the config key
+_SETTING = re.compile(r"[A-Za-z_]\w*=")  # a message that starts with its setting, `name=...`
 
 
 class OodmolError(Exception):
@@ -116,20 +121,22 @@ def user_errors(
     show: bool = True,
 ) -> Iterator[None]:
     """Inside it, an `OodmolError` (or Ctrl-C) ends the process with its message and
-    exit status, through `SystemExit`, unless the user asked for tracebacks. `raise_as`
-    raises that exception with the message instead (a sweep's job, whose sweep goes on);
-    `show=False` keeps a process quiet that is not the one the user reads (a DDP rank)."""
+    exit status, through `SystemExit`, unless the user asked for tracebacks; so does a
+    user error that a constructor of the config raised, which Hydra's `instantiate`
+    wraps. `raise_as` raises that exception with the message instead (a sweep's job,
+    whose sweep goes on); `show=False` keeps a process quiet that is not the one the
+    user reads (a DDP rank)."""
     try:
         yield
     except OodmolError as error:
         if debugging(argv):
             raise
-        message = message_of(program, error)
-        if show:
-            print(message, file=sys.stderr, flush=True)
-        if raise_as is not None and error.exit_code < STOPPED_BY_SIGNAL:
-            raise raise_as(message) from None  # a stop signal ends a sweep too
-        raise SystemExit(error.exit_code) from None
+        _refuse(message_of(program, error), error.exit_code, raise_as, show)
+    except InstantiationException as error:
+        cause = user_error_behind(error)
+        if cause is None or debugging(argv):
+            raise
+        _refuse(f"[{program}] {_built_by(error, cause)}", cause.exit_code, raise_as, show)
     except OSError as error:
         code = _environment_error(error)
         if code is None or debugging(argv):
@@ -145,3 +152,36 @@ def user_errors(
         if show:
             print(f"[{program}] interrupted", file=sys.stderr, flush=True)
         raise SystemExit(INTERRUPTED) from None
+
+
+def _refuse(
+    message: str, code: int, raise_as: Callable[[str], Exception] | None, show: bool
+) -> NoReturn:
+    if show:
+        print(message, file=sys.stderr, flush=True)
+    if raise_as is not None and code < STOPPED_BY_SIGNAL:
+        raise raise_as(message) from None  # a stop signal ends a sweep too
+    raise SystemExit(code) from None
+
+
+def user_error_behind(error: BaseException) -> OodmolError | None:
+    """The user error behind a library's own (a resolver's in OmegaConf's, a
+    constructor's in Hydra's `instantiate`), which keeps it as its cause or context."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OodmolError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _built_by(error: InstantiationException, cause: OodmolError) -> str:
+    """The message of a user error a constructor raised, under the config key it was
+    built from: `alphas=[]: ...` of `model.module` reads `model.module.alphas=[]: ...`."""
+    text = str(cause).strip()
+    lines = str(error).splitlines()
+    key = next((x.removeprefix(_FULL_KEY) for x in lines if x.startswith(_FULL_KEY)), None)
+    if key is None:
+        return text
+    return f"{key}.{text}" if _SETTING.match(text) else f"{key}: {text}"

@@ -23,7 +23,7 @@ from omegaconf.errors import (
 )
 
 from oodmol.config import config_dir
-from oodmol.errors import UserError
+from oodmol.errors import UserError, user_error_behind
 from oodmol.names import UnsafeNameError, check_name
 
 MAX_CHECKED_VALUES = 20  # of one sweep parameter, composed one at a time
@@ -120,7 +120,7 @@ def check_resolvable(cfg: DictConfig, every_value: bool = True) -> None:
                 f"{key}=... is required here; give it on the command line"
             ) from None
         except InterpolationResolutionError as error:
-            cause = _user_error_behind(error)
+            cause = user_error_behind(error)
             if cause is not None:
                 raise OverrideError(f"{key}: {cause}") from None
             if isinstance(error, InterpolationToMissingValueError):
@@ -128,18 +128,6 @@ def check_resolvable(cfg: DictConfig, every_value: bool = True) -> None:
                 raise OverrideError(
                     f"{missing}=... is required here (for {key}); give it on the command line"
                 ) from None
-
-
-def _user_error_behind(error: BaseException) -> UserError | None:
-    """The user error a resolver raised, which OmegaConf keeps only as the context of
-    its own error."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, UserError):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
 
 
 def _leaf_keys(node: DictConfig | ListConfig, prefix: str = "") -> Iterator[str]:

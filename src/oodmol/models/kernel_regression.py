@@ -107,10 +107,10 @@ def search(
     held-out RMSE (ties: the first in grid order)."""
     started = time.perf_counter()
     n = len(x)
-    if n < folds or folds < 2:
+    if n < folds:
         raise InputError(
-            f"the nested search needs at least {max(folds, 2)} training molecules for "
-            f"{folds}-fold cross-validation, the run has {n}"
+            f"the nested search's {folds}-fold cross-validation needs at least {folds} "
+            f"training molecules, the run has {n}: lower folds or train on more molecules"
         )
     order = np.random.default_rng(seed).permutation(n)
     fold_of = np.empty(n, dtype=np.int64)
@@ -379,11 +379,14 @@ class KernelRegressionModule(FittedOnceModule):
     ) -> None:
         super().__init__()
         self.kernel = kernels.check_kernel(kernel)
-        self.length_scales = None if length_scales is None else [float(v) for v in length_scales]
-        self.alphas = [float(a) for a in alphas]
-        if not self.alphas or min(self.alphas) <= 0:
-            raise ValueError(f"alphas={self.alphas}: the regularisations must be positive")
-        self.folds, self.cv_seed = int(folds), int(cv_seed)
+        scales = None if length_scales is None else _grid("length_scales", length_scales)
+        self.length_scales, self.alphas = scales, _grid("alphas", alphas)
+        if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
+            raise InputError(
+                f"folds={folds}: the nested search's k-fold cross-validation needs a whole "
+                "number of folds ≥ 2 (5 by default)"
+            )
+        self.folds, self.cv_seed = folds, int(cv_seed)
         self.search_molecules = search_molecules
         self.exact_molecules, self.landmarks = int(exact_molecules), int(landmarks)
         self.variance = bool(variance)
@@ -498,6 +501,31 @@ class KernelRegressionModule(FittedOnceModule):
         entry = checkpoint[CHECKPOINT_KEY]
         self.model = FittedKernelModel.from_checkpoint(entry, where)
         self.search_facts = dict(entry.get("facts") or {})
+
+
+# each search grid of the settings: what it holds, and an example
+_GRIDS = {
+    "alphas": ("the regularisations to try", "[1e-6,1e-3,1]"),
+    "length_scales": (
+        "the length scales to try, as multiples of the median distance between training "
+        "molecules (null: the kernel has none)",
+        "[0.5,1,2]",
+    ),
+}
+
+
+def _grid(name: str, values: Sequence[float]) -> list[float]:
+    """A search grid of the settings: one or more finite numbers > 0."""
+    listed = isinstance(values, Sequence) and not isinstance(values, str)
+    shown = f"{name}={list(values) if listed else values!r}"
+    try:
+        grid = [float(v) for v in values]
+    except (TypeError, ValueError):
+        grid = []
+    if not grid or not all(math.isfinite(v) and v > 0 for v in grid):
+        meaning, example = _GRIDS[name]
+        raise InputError(f"{shown}: {meaning} must be one or more numbers > 0, e.g. {example}")
+    return grid
 
 
 def _finite(value: float) -> float | None:

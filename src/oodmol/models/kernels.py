@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from oodmol.errors import InputError
+
 KERNELS = ("rbf", "laplacian", "linear", "dot", "tanimoto")
 SCALED = ("rbf", "laplacian")  # the kernels with a length scale
 EXPLICIT = ("linear", "dot")  # the kernels with a finite feature map
@@ -29,7 +31,7 @@ _ROWS_PER_CHUNK = 1024  # rows of `a` per L1 distance block: bounds cdist's memo
 
 def check_kernel(name: str) -> str:
     if name not in KERNELS:
-        raise ValueError(f"kernel={name!r}: one of {KERNELS}")
+        raise InputError(f"kernel={name!r}: there is no such kernel; one of {', '.join(KERNELS)}")
     return name
 
 
