@@ -23,6 +23,7 @@ from omegaconf.errors import (
 )
 
 from oodmol.config import config_dir
+from oodmol.credentials import refuse_secrets
 from oodmol.errors import UserError, user_error_behind
 from oodmol.names import UnsafeNameError, check_name
 
@@ -183,6 +184,7 @@ def compose_checked(config_name: str, overrides: Sequence[str]) -> DictConfig:
 
 
 def _parse(overrides: Sequence[str]) -> list[Override]:
+    refuse_secrets(overrides)  # first: no message below may show a key's value
     parser = OverridesParser.create()
     parsed = []
     for text in overrides:

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from oodmol.command_line import UsageError, entry_point
+from oodmol.credentials import check_key_variable
 from oodmol.data.datamodule import checked_max_molecules
 from oodmol.data.subsets import subset
 from oodmol.data.task import TaskData, load_split, load_task
@@ -50,6 +51,8 @@ def main(argv: list[str]) -> int:
         raise UsageError(f"backend={cfg.backend!r}; one of {', '.join(BACKENDS)}")
     if OmegaConf.is_missing(cfg[cfg.backend], "model"):
         raise UsageError(f"{cfg.backend}.model=... is required: the model to ask")
+    if cfg.backend == "openai":
+        check_key_variable("openai.api_key_env", cfg.openai.api_key_env)
     return run(cfg)
 
 
