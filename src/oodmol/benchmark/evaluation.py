@@ -38,6 +38,10 @@ class RunExistsError(UserError, FileExistsError):
     """A run folder that already holds a run."""
 
 
+class SaveToError(UserError, NotADirectoryError):
+    """A `save_to` that cannot be a runs folder: a file stands in its place."""
+
+
 class PredictionError(UserError, ValueError):
     """Predictions that do not fit the task's sets: wrong length, unknown or repeated
     ids, missing molecules or sets, values that are not finite."""
@@ -73,11 +77,12 @@ def evaluate(
             f"task must be a BenchmarkTask (benchmark.load(...)), not a {type(task).__name__}"
         )
     for what, given in (("predictions", predictions), ("sigma", sigma)):
-        if given is not None and not isinstance(given, Mapping):
+        if not isinstance(given, Mapping) and (given is not None or what == "predictions"):
             raise PredictionError(
-                f"{what} must be a dict of sets, {{'id': ..., 'ood': ...}}, not a "
-                f"{type(given).__name__}"
+                f"{what} must be a dict of sets, {{'id': ..., 'ood': ...}}, not "
+                f"{'None' if given is None else 'a ' + type(given).__name__}"
             )
+    runs = None if save_to is None else _runs_folder(save_to)
     unknown = sorted(set(predictions) - set(TEST_SETS))
     missing = [s for s in TEST_SETS if s not in predictions]
     if unknown or missing:
@@ -107,12 +112,12 @@ def evaluate(
     header = _header(task, name, task.seed if seed is None else seed, bool(sigmas))
     median = task.card["train_median"]
     train_range = tuple(task.card["train_range"])
-    if save_to is None:
+    if runs is None:
         record, _ = scored(sets, RunRecord.of(header), median, train_range=train_range)
         return record.to_json()
     parts = [check_name(v, f"the run's {k}") for k, v in (("task", task.name),
              ("split", task.split), ("name", name), ("seed", str(header["seed"])))]  # fmt: skip
-    folder = inside(save_to, "/".join(parts), "the run folder")
+    folder = inside(runs, "/".join(parts), "the run folder")
     if (folder / METRICS_FILE).exists() and not overwrite:
         raise RunExistsError(f"{folder} already holds a run; pass overwrite=True to replace it")
     record, _ = write_results(
@@ -125,6 +130,20 @@ def evaluate(
         train_range=train_range,
     )
     return record.to_json()
+
+
+def _runs_folder(save_to: str | Path) -> Path:
+    """The runs folder results are saved under, refused where a file stands in its
+    place or in the place of a folder above it."""
+    folder = Path(save_to)
+    blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        where = "is" if blocking == folder else f"is inside {blocking}, which is"
+        raise SaveToError(
+            f"save_to={str(save_to)!r} {where} a file: save_to names the runs folder the "
+            "results are written under (created if missing, e.g. save_to='runs')"
+        )
+    return folder
 
 
 def _header(task: ScoredTask, name: str, seed: int, has_sigma: bool) -> dict[str, Any]:
@@ -212,15 +231,31 @@ def _by_mol_id(values: pd.Series, frame: pd.DataFrame, set_name: str, what: str)
         )
     expected = pd.Index(frame["mol_id"])
     unknown, missing = ids.difference(expected), expected.difference(ids)
+    hint = _index_hint(values, set_name) if len(unknown) or len(missing) else ""
     if len(unknown):
         raise PredictionError(
-            f"{set_name}: {len(unknown)} mol_ids are not molecules of the set: {_named(unknown)}"
+            f"{set_name}: {len(unknown)} mol_ids are not molecules of the set: "
+            f"{_named(unknown)}{hint}"
         )
     if len(missing):
         raise PredictionError(
-            f"{set_name}: {len(missing)} molecules of the set have no {what}: {_named(missing)}"
+            f"{set_name}: {len(missing)} molecules of the set have no {what}: "
+            f"{_named(missing)}{hint}"
         )
     return _numbers(values.loc[expected].to_numpy(), set_name, what)
+
+
+def _index_hint(values: pd.Series, set_name: str) -> str:
+    """What to do with a Series that kept pandas' default index (0, 1, 2, ...), which is
+    read as mol_ids like any other index."""
+    if not isinstance(values.index, pd.RangeIndex) or values.index.start != 0:
+        return ""
+    return (
+        f" (a Series is read by its index as mol_ids, and this one has pandas' default "
+        f"index 0..{len(values) - 1}: index it by mol_id, "
+        f"pd.Series(values, index=task.test[{set_name!r}]['mol_id']), or pass "
+        "values.to_numpy() in the order of the set)"
+    )
 
 
 def _named(ids) -> str:
