@@ -94,6 +94,14 @@ def _read_only(problem: str, folder: Path, error: OSError) -> ReadOnlyCacheError
 class FolderInUse(UserError):
     """Another process holds the folder's lock: it is training into that folder now."""
 
+    @classmethod
+    def held_by(cls, folder: Path, holder: str) -> FolderInUse:
+        return cls(
+            f"{folder} is in use by another run, training into it now ({holder}): refusing "
+            "to run into it at the same time. Wait for that run to end, or choose another "
+            "hydra.run.dir."
+        )
+
 
 class FolderLock:
     """The lock of `folder` (its file `name`), taken when made, released by `release`
@@ -116,11 +124,7 @@ class FolderLock:
         if not held:
             holder = _read_holder(self._fd)
             self.release()
-            raise FolderInUse(
-                f"{self.folder} is in use by another run ({holder}): refusing to run "
-                "into it at the same time. Wait for that run to end, or choose another "
-                "hydra.run.dir."
-            )
+            raise FolderInUse.held_by(self.folder, holder)
         with suppress(OSError):
             os.ftruncate(self._fd, 0)
             os.pwrite(self._fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)

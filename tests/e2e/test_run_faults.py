@@ -258,9 +258,9 @@ def test_second_run_on_a_busy_folder_is_refused_at_once(faults: TinyTask) -> Non
     winner.ok()
     folder = faults.root / "together"
     assert loser.stderr.strip().splitlines() == [
-        f"[oodmol train] {folder} is in use by another run (pid {winner_pid} on "
-        f"{socket.gethostname()}): refusing to run into it at the same time. Wait for that "
-        "run to end, or choose another hydra.run.dir."
+        f"[oodmol train] {folder} is in use by another run, training into it now (pid "
+        f"{winner_pid} on {socket.gethostname()}): refusing to run into it at the same time. "
+        "Wait for that run to end, or choose another hydra.run.dir."
     ], loser.output()
     assert loser.stdout == ""
     # the folder holds the one run: one attempt, each epoch logged once, one test

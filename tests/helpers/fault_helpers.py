@@ -97,15 +97,25 @@ class FillDiskAtEpoch(L.Callback):
 
 
 class WaitForFile(L.Callback):
-    """Stands still when training starts until `path` exists (at most `timeout` seconds),
-    as a long training would still be running, so that a test can start a second run
-    on the same folder meanwhile."""
+    """Stands still when training starts (or, with `epoch`, when that epoch starts: the
+    earlier epochs' checkpoints are saved) until `path` exists (at most `timeout`
+    seconds), as a long training would still be running, so that a test can start a
+    second run on the same folder meanwhile."""
 
-    def __init__(self, path: str, timeout: float = 120.0) -> None:
+    def __init__(self, path: str, timeout: float = 120.0, epoch: int | None = None) -> None:
         self.path = Path(path)
         self.timeout = timeout
+        self.epoch = epoch
 
     def on_train_start(self, trainer, pl_module) -> None:
+        if self.epoch is None:
+            self._wait()
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        if trainer.current_epoch == self.epoch:
+            self._wait()
+
+    def _wait(self) -> None:
         deadline = time.monotonic() + self.timeout
         while not self.path.exists() and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -11,9 +11,10 @@ from oodmol.apps.hydra_app import hydra_app
 
 
 def answered_before_start(cfg: DictConfig) -> int | None:
-    """A single run whose folder already holds it (done: exit 0) or holds another run
-    (refused) is answered here, before Hydra writes its job record (`.hydra/`) into that
-    folder, so the record there stays that of the run it holds."""
+    """A single run whose folder already holds it (done: exit 0), holds another run, or
+    is held by a process training into it now (refused) is answered here, before Hydra
+    writes its job record (`.hydra/`) into that folder, so the record there stays that
+    of the run it holds."""
     uq = cfg.get("uq") or {}
     if uq.get("members", 1) > 1 and uq.get("member") is None:
         return None  # an ensemble's folder holds its members' runs
@@ -21,8 +22,12 @@ def answered_before_start(cfg: DictConfig) -> int | None:
         folder = OmegaConf.select(cfg, "hydra.run.dir", throw_on_resolution_failure=True)
     except OmegaConfBaseException:
         return None
-    from oodmol.training.run_folder import plan_run
+    from oodmol.locks import FolderInUse, holder_of
+    from oodmol.training.run_folder import LOCK_FILE, plan_run
 
+    holder = holder_of(Path(folder), LOCK_FILE)
+    if holder is not None:  # what the folder holds is that run's, unfinished: never judged
+        raise FolderInUse.held_by(Path(folder), holder)
     plan = plan_run(Path(folder), cfg)
     if plan.action != "done":
         return None

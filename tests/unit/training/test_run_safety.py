@@ -259,7 +259,9 @@ def test_held_folder_refuses_another_process_naming_the_holder(tmp_path: Path) -
         with pytest.raises(FolderInUse) as refused:
             FolderLock(tmp_path, LOCK_FILE)
         message = str(refused.value)
-        assert message.startswith(f"{tmp_path} is in use by another run (pid {holder.pid} on ")
+        assert message.startswith(
+            f"{tmp_path} is in use by another run, training into it now (pid {holder.pid} on "
+        )
         assert isinstance(refused.value, UserError)  # exit status 2
     finally:
         holder.kill()
