@@ -45,6 +45,8 @@ from oodmol.training.build import RUN_KEY
 CHECKPOINT_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.ckpt"
 LOCK_FILE = ".lock"
+# how torch.save's files start: its zip format (since torch 1.6), its legacy pickle
+_TORCH_FORMATS = (b"PK\x03\x04", b"\x80")
 
 
 class RunFolderError(UserError, RuntimeError):
@@ -102,13 +104,13 @@ def plan_run(folder: str | Path, cfg: DictConfig) -> Plan:
             )
     if cfg.get("ckpt_path"):
         checkpoint = Path(cfg.ckpt_path)
-        saved = read_run_entry(checkpoint)
+        saved = read_run_entry(checkpoint, "give another checkpoint, or leave ckpt_path out")
         check_same_run(checkpoint, saved["identity"], identity)
         return Plan("resume", checkpoint, saved["global_step"])
     last = last_checkpoint(folder)
     if not last.is_file():
         return Plan("train")
-    saved = read_run_entry(last)
+    saved = read_run_entry(last, "this run cannot go on from it: delete that file to start over")
     if saved["config_key"] != key:
         raise RunFolderError(_other_run(folder, "an interrupted run", saved["config_key"], key))
     theirs = saved.get("identity") or {}
@@ -133,18 +135,31 @@ def requeued_by_slurm() -> bool:
     return int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0
 
 
-def read_run_entry(checkpoint: Path) -> dict[str, Any]:
-    """The run entry of a checkpoint written by train.py, with its epoch and step."""
+def read_run_entry(checkpoint: Path, remedy: str = "delete it to start over") -> dict[str, Any]:
+    """The run entry of a checkpoint written by train.py, with its epoch and step; a file
+    that is not one is refused saying what it is, then what to do (`remedy`)."""
     if not checkpoint.is_file():
         raise RunFolderError(f"ckpt_path={checkpoint}: no such file")
-    try:
-        saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:  # truncated, not a checkpoint, or holding code
+    with open(checkpoint, "rb") as handle:
+        start = handle.read(4)
+    if not start:
+        raise RunFolderError(f"{checkpoint} is empty (0 bytes), not a checkpoint; {remedy}")
+    if not start.startswith(_TORCH_FORMATS):
+        link = f" (a link to {checkpoint.resolve()})" if checkpoint.is_symlink() else ""
+        raise RunFolderError(
+            f"{checkpoint}{link} cannot be read as a checkpoint: it does not start like one "
+            f"(a text file, or another kind of file?); {remedy}"
+        )
+    try:  # only torch's zip format maps; the legacy pickle format is read whole
+        saved = torch.load(
+            checkpoint, map_location="cpu", weights_only=True, mmap=start == _TORCH_FORMATS[0]
+        )
+    except Exception as error:  # truncated, damaged, or holding code
         raise RunFolderError(
             f"{checkpoint} cannot be read as a checkpoint ({type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''}); delete it to start over"
+            f"{str(error).splitlines()[0] if str(error) else ''}); {remedy}"
         ) from error
-    if RUN_KEY not in saved:
+    if not isinstance(saved, dict) or RUN_KEY not in saved:
         raise RunFolderError(f"{checkpoint} was not written by train.py (no {RUN_KEY!r} entry)")
     return {**saved[RUN_KEY], "epoch": saved.get("epoch"), "global_step": saved["global_step"]}
 
