@@ -82,10 +82,15 @@ def _other_data(run: DictConfig, cfg: DictConfig) -> list[str]:
         given = cfg.get(group)
         if given is None:
             continue
-        theirs = OmegaConf.to_container(run[group], resolve=True)
-        ours = OmegaConf.to_container(given, resolve=True)
-        if _identity(theirs) != _identity(ours):
-            changed.append(f"{group}={ours.get('name')}")
+        theirs = _identity(OmegaConf.to_container(run[group], resolve=True))
+        ours = _identity(OmegaConf.to_container(given, resolve=True))
+        if theirs == ours:
+            continue
+        named = f"{group}={ours.get('name')}"
+        if ours.get("name") == theirs.get("name"):  # the same name on other data or settings
+            keys = sorted(k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k))
+            named += f" (the same name, other {', '.join(keys)})"
+        changed.append(named)
     return changed
 
 
