@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import ClassVar, NoReturn
 
-from hydra.errors import InstantiationException
-
 DEBUG_FLAG = "--debug"
 DEBUG_VARIABLES = ("OODMOL_DEBUG", "HYDRA_FULL_ERROR")
 USER_ERROR = 2
@@ -132,11 +130,6 @@ def user_errors(
         if debugging(argv):
             raise
         _refuse(message_of(program, error), error.exit_code, raise_as, show)
-    except InstantiationException as error:
-        cause = user_error_behind(error)
-        if cause is None or debugging(argv):
-            raise
-        _refuse(f"[{program}] {_built_by(error, cause)}", cause.exit_code, raise_as, show)
     except OSError as error:
         code = _environment_error(error)
         if code is None or debugging(argv):
@@ -146,6 +139,11 @@ def user_errors(
         if raise_as is not None:
             raise raise_as(f"{error.filename}: {error.strerror}") from None
         raise SystemExit(code) from None
+    except Exception as error:
+        cause = _refused_by_a_constructor(error)
+        if cause is None or debugging(argv):
+            raise
+        _refuse(f"[{program}] {_built_by(error, cause)}", cause.exit_code, raise_as, show)
     except KeyboardInterrupt:
         if debugging(argv):
             raise
@@ -176,7 +174,16 @@ def user_error_behind(error: BaseException) -> OodmolError | None:
     return None
 
 
-def _built_by(error: InstantiationException, cause: OodmolError) -> str:
+def _refused_by_a_constructor(error: Exception) -> OodmolError | None:
+    """The user error behind Hydra's `InstantiationException`, if `error` is one (Hydra
+    is looked up, not imported: a process that never imported it raised none)."""
+    hydra_errors = sys.modules.get("hydra.errors")
+    if hydra_errors is None or not isinstance(error, hydra_errors.InstantiationException):
+        return None
+    return user_error_behind(error)
+
+
+def _built_by(error: Exception, cause: OodmolError) -> str:
     """The message of a user error a constructor raised, under the config key it was
     built from: `alphas=[]: ...` of `model.module` reads `model.module.alphas=[]: ...`."""
     text = str(cause).strip()

@@ -507,9 +507,8 @@ class KernelRegressionModule(FittedOnceModule):
 _GRIDS = {
     "alphas": ("the regularisations to try", "[1e-6,1e-3,1]"),
     "length_scales": (
-        "the length scales to try, as multiples of the median distance between training "
-        "molecules (null: the kernel has none)",
-        "[0.5,1,2]",
+        "the length scales to try (multiples of the median distance between molecules)",
+        "[0.5,1,2], or null for a kernel without one",
     ),
 }
 
