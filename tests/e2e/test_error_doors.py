@@ -394,20 +394,21 @@ def predictions(task) -> dict[str, np.ndarray]:
     return {s: task.test[s]["target"].to_numpy() + 0.1 for s in ("id", "ood")}
 
 
-def test_api_refuses_none_for_predictions(benchmark_task) -> None:
+def test_api_refuses_none_for_predictions_or_task(benchmark_task) -> None:
     from oodmol import benchmark
     from oodmol.errors import UserError
 
-    calls = (
-        lambda: benchmark_task.evaluate(None),
-        lambda: benchmark.evaluate(benchmark_task, None),
+    no_predictions = "predictions must be a dict of sets, {'id': ..., 'ood': ...}, not None"
+    no_task = "task must be a BenchmarkTask (benchmark.load(...)), not a NoneType"
+    refusals = (
+        (lambda: benchmark_task.evaluate(None), no_predictions),
+        (lambda: benchmark.evaluate(benchmark_task, None), no_predictions),
+        (lambda: benchmark.evaluate(None), no_task),
     )
-    for call in calls:
+    for call, message in refusals:
         with pytest.raises(UserError) as refused:
             call()
-        assert str(refused.value) == (
-            "predictions must be a dict of sets, {'id': ..., 'ood': ...}, not None"
-        )
+        assert str(refused.value) == message
 
 
 def test_api_refuses_a_file_as_save_to(benchmark_task, tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ class PredictionError(UserError, ValueError):
 
 def evaluate(
     task: ScoredTask,
-    predictions: Mapping[str, Values],
+    predictions: Mapping[str, Values] | None = None,
     *,
     sigma: Mapping[str, Values] | None = None,
     val: Values | None = None,
