@@ -38,6 +38,7 @@ BIG_CACHE = [
     MORGAN[0],
     "+model.featurizer.n_bits=4096",
 ]
+MLP_BITS = int(MORGAN[1].rsplit("=", 1)[1])  # the fingerprint length of MLP's features
 KRR = ["model=krr_rbf", "model/representation=ecfp4"]
 KERNEL_SETTINGS = {
     "no_alphas": "model.module.alphas=[]",
@@ -151,7 +152,7 @@ def damaged_feature_cache(task: TinyTask, train, data: Path) -> Result:
     """train.py on a copy of the module's caches whose feature cache has one record
     overwritten and was sealed again: the damage passes the seal's check."""
     shutil.copytree(task.data_dir, data, ignore=shutil.ignore_patterns("*.lock"))
-    (cache,) = (data / "features").glob("*.lmdb")
+    cache = next(c for c in (data / "features").glob("*.lmdb") if morgan_bits(c) == MLP_BITS)
     env = lmdb.open(str(cache), subdir=False, lock=False)
     with env.begin(write=True) as txn:
         key, value = next((k, v) for k, v in txn.cursor() if k != b"__meta__")
@@ -163,6 +164,16 @@ def damaged_feature_cache(task: TinyTask, train, data: Path) -> Result:
     task.notes["damaged_cache"] = cache
     task.notes["damaged_mol_id"] = int.from_bytes(key, "big", signed=True)
     return task.run(train(f"hydra.run.dir={task.root / 'on_damaged'}"), on_data(data))
+
+
+def morgan_bits(cache: Path) -> int | None:
+    """The fingerprint length a feature cache holds (the kernel models' ECFP4 may be
+    cached beside the MLP's Morgan bits)."""
+    env = lmdb.open(str(cache), subdir=False, readonly=True, lock=False)
+    with env.begin() as txn:
+        meta = json.loads(txn.get(b"__meta__"))
+    env.close()
+    return meta["featurizer"]["params"].get("n_bits")
 
 
 def damaged_table_and_split(task: TinyTask, train) -> Result:
