@@ -10,7 +10,10 @@ between training molecules, and the property is predicted as
 
 with f (the difference's embedding) and g (the anchor's) two MLPs of `depth` hidden
 layers of `hidden` ReLU units and a linear layer to `embedding` outputs. Each of f and g
-then sees inputs from its training range, only their combination is new. The anchor's
+then sees inputs from its training range, only their combination is new; that holds
+while x − a can be a training difference (a molecule further beyond the training set
+than the set is wide leaves f outside its range, where it extrapolates as any network
+does). The anchor's
 own property does not enter: the bilinear form learns the property itself, not a
 change of it. Segal, Netanyahu et al., "Known Unknowns: Out-of-Distribution Property
 Prediction in Materials and Molecules" (MatEx, 2025; github.com/learningmatter-mit/matex)
