@@ -56,6 +56,7 @@ Deviations from the papers, and why:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 
 import torch
@@ -141,7 +142,7 @@ class BilinearTransduction(ConfiguredOptimisation, Regressor):
         self.scheduler_interval = scheduler_interval
         self.gradient_clip_norm = gradient_clip_norm
         self.parameter_groups = parameter_groups
-        self._anchors_of: dict[bytes, torch.Tensor] = {}  # a molecule's features → anchors
+        self._anchors_of: dict[bytes, torch.Tensor] = {}  # features' digest → anchors
         self.register_load_state_dict_post_hook(_forget_anchors)
 
     def bilinear(self, difference: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
@@ -194,8 +195,12 @@ class BilinearTransduction(ConfiguredOptimisation, Regressor):
 
     def anchors(self, x: torch.Tensor) -> torch.Tensor:
         """Pool positions of each molecule's anchors [molecules, anchors_per_molecule],
-        searched for the molecules not seen before."""
-        keys = [row.tobytes() for row in x.detach().cpu().numpy()]
+        searched for the molecules not seen before (known by a digest of their features:
+        a few bytes a molecule, whatever the representation's width)."""
+        keys = [
+            hashlib.blake2b(row.tobytes(), digest_size=16).digest()
+            for row in x.detach().cpu().numpy()
+        ]
         new = [i for i, key in enumerate(keys) if key not in self._anchors_of]
         if new:
             found = self.search(x[new]).cpu()
