@@ -46,8 +46,9 @@ Deviations from the papers, and why:
 - **Pairs within a batch.** Each molecule of a shuffled training batch gets as anchor a
   molecule of the same batch drawn at random: random pairs of training molecules, as
   MatEx draws them, with as many steps per epoch (its epoch is n / batch steps too).
-- **Scaling.** Features and targets are standardised on the training set (MatEx scales
-  features to [0, 1] and keeps raw targets), so the L1 loss is in standard deviations.
+- **Scaling.** Features and targets are standardised on the training set, as for the
+  other vector models, so the L1 loss is in standard deviations (MatEx's molecules:
+  DeepChem's normalised RDKit descriptors, each in [0, 1], and raw targets).
 - **Several anchors** (`anchors_per_molecule` > 1) average the predictions from the
   anchors with the closest differences; the papers use one, the default.
 - **Epochs.** MatEx trains 8000 epochs on at most 4,200 molecules; here `max_epochs` and
