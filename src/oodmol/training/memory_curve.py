@@ -13,7 +13,8 @@ the molecule's own size: the second largest's, and at the smallest, median and
 rise clear of the measurement's noise and of what one molecule's geometry makes of its
 size. Between probe sizes the curve is linear, which lies above a cost that grows faster
 than the atoms (pairs). A step's peak varies from run to run with where the allocator
-puts things (up to about a tenth on this project's CPU), so estimates carry `MARGIN`.
+puts things, and grows over a run's first steps where freed memory is kept, so estimates
+carry `MARGIN` and `SLACK` above the curve.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ LARGEST = (1.0,)  # the second largest alone: every molecule costed as the large
 BETWEEN = (0.5, 0.9)  # probed too where the ends differ, or as the largest of a padded batch
 FLAT = 0.5  # the smallest adds this share of the second largest or more: padded
 SPAN = 4  # a probe adds molecules that take up to this many times the largest alone
-MARGIN = 0.15  # above the estimate: a step's peak varies from run to run
+# above the estimate: a step's peak varies from run to run, and a heap that keeps freed
+# memory (oodmol.allocator) grows over the first steps: by a tenth for ET at 1.3 GB, a
+# third for a small token model at 200 MB (bench/memory_planner.py)
+MARGIN = 0.2
+SLACK = 64 * MB
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,8 @@ class BatchCost:
 
     def of_batches(self, order: np.ndarray, batch_size: int, sizes: np.ndarray) -> np.ndarray:
         """The estimated peak of each batch of `order` cut as a loader cuts it
-        (`batch_size` molecules, the last batch what is left), `MARGIN` included."""
+        (`batch_size` molecules, the last batch what is left), `MARGIN` and `SLACK`
+        included."""
         molecules = sizes[order].astype(float)
         starts = np.arange(0, len(order), batch_size)
         if self.padded:
@@ -56,17 +62,17 @@ class BatchCost:
             added = counts * self.adds(np.maximum.reduceat(molecules, starts))
         else:
             added = np.add.reduceat(self.adds(molecules), starts)
-        return (self.fixed + added) * (1 + MARGIN)
+        return (self.fixed + added) * (1 + MARGIN) + SLACK
 
     def bound(self, count: int) -> float:
         """The most a batch of `count` molecules takes: each costed as the largest adds,
-        `MARGIN` included."""
-        return (self.fixed + count * max(self.added)) * (1 + MARGIN)
+        `MARGIN` and `SLACK` included."""
+        return (self.fixed + count * max(self.added)) * (1 + MARGIN) + SLACK
 
     def most_molecules(self, room: float) -> int:
         """How many molecules a batch may hold within `room` bytes by `bound`."""
         per_molecule = max(self.added)
-        spare = room / (1 + MARGIN) - self.fixed
+        spare = (room - SLACK) / (1 + MARGIN) - self.fixed
         return int(spare // per_molecule) if per_molecule > 0 else (1 << 62) * (spare >= 0)
 
     def facts(self) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oodmol.training.memory_curve import LARGEST, MARGIN, measure_cost
+from oodmol.training.memory_curve import LARGEST, MARGIN, SLACK, measure_cost
 
 FIXED = 50e6  # bytes a step takes whatever its batch (weights' gradients)
 BATCH = 16
@@ -50,9 +50,10 @@ def test_every_batch_is_estimated_at_or_a_little_above_its_peak(model):
     cut = [order[start : start + BATCH].tolist() for start in range(0, len(order), BATCH)]
     peaks = np.array([model(sizes, batch) for batch in cut])
     assert len(estimates) == len(cut) == 19  # the last batch holds what is left
-    assert (estimates >= (1 + MARGIN) * peaks).all()
+    curve = (estimates - SLACK) / (1 + MARGIN)  # without what covers the allocator
+    assert (curve >= peaks).all()
     # a line between probed sizes lies above a cost that grows as the square of the size
-    assert (estimates <= 1.35 * (1 + MARGIN) * peaks).all()
+    assert (curve <= 1.35 * peaks).all()
     assert cost.padded is (model is padded)
     assert max(len(p) for p in probes) <= BATCH  # no probe is larger than a batch
 
@@ -88,7 +89,7 @@ def test_evaluation_costs_every_molecule_as_the_largest():
     assert cost.added == (pytest.approx(2e4 * second**2),)
     alone = per_molecule(sizes, [int(np.argmax(sizes))])
     assert cost.fixed + cost.added[0] == pytest.approx(alone)
-    assert cost.bound(10) == pytest.approx((cost.fixed + 10 * cost.added[0]) * (1 + MARGIN))
+    assert cost.bound(10) == pytest.approx((cost.fixed + 10 * cost.added[0]) * (1 + MARGIN) + SLACK)
     assert cost.most_molecules(cost.bound(10)) == 10
 
 
@@ -97,4 +98,4 @@ def test_a_batch_of_one_molecule_costs_the_largest_alone():
     cost = measure_cost(lambda indices: padded(sizes, indices), sizes, 1, ROOM)
     estimates = cost.of_batches(np.arange(20), 1, sizes)
     alone = padded(sizes, [int(np.argmax(sizes))])
-    assert estimates == pytest.approx([alone * (1 + MARGIN)] * 20)
+    assert estimates == pytest.approx([alone * (1 + MARGIN) + SLACK] * 20)
