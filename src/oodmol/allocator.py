@@ -21,7 +21,19 @@ UNBOUNDED = -1  # mallopt takes an int; glibc reads the threshold as size_t: the
 
 def keep_freed_memory() -> bool:
     """Apply it where the C library is glibc (Linux); returns whether it was applied."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if not _glibc():
         return False
     libc = ctypes.CDLL("libc.so.6")
     return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, UNBOUNDED))
+
+
+def release_freed_memory() -> None:
+    """Hand what is freed but kept back to the kernel (`malloc_trim`), so that what a
+    step needs next shows in the process's resident size (`oodmol.training.memory_meter`)
+    instead of hiding in memory the process already holds."""
+    if _glibc():
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _glibc() -> bool:
+    return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"

@@ -69,7 +69,9 @@ SETTINGS: dict[str, Setting] = {
     "max_molecules": Setting(int, 1, nullable=True, meaning="per set; null: every molecule"),
     "num_workers": Setting(int, 0, meaning="DataLoader worker processes"),
     "eval_batch_size": Setting(int, 1, meaning="molecules per evaluation batch"),
-    "memory_limit_mb": Setting(int, 1, nullable=True, meaning="MB a run may use; null: all"),
+    "memory_limit_mb": Setting(
+        int, 1, nullable=True, meaning="MB a run may take beyond its data and model; null: all free"
+    ),
     "model.max_epochs": Setting(int, 1, meaning="a run trains at least one epoch"),
     "trainer.max_epochs": Setting(int, 1, meaning="a run trains at least one epoch"),
     "model.batch_size": Setting(int, 1, meaning="molecules per training batch"),

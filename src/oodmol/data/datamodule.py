@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import numbers
+from collections.abc import Iterator
 from pathlib import Path
 
 import lightning as L
@@ -377,9 +378,7 @@ class MoleculeDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
         replicas, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
-        dataset = self.datasets["train"]
-        lengths = self._sizes(dataset)
-        sampler = EpochShuffle(dataset, self.seed, replicas, rank, lengths, self.batch_size)
+        sampler = self._sampler(self.batch_size, replicas, rank)
         loader = self._loader("train", sampler)
         if self.resume_position is not None:
             epoch, batches = self.resume_position["epoch"], self.resume_position["batches"]
@@ -388,6 +387,24 @@ class MoleculeDataModule(L.LightningDataModule):
             sampler.resume_at(epoch, batches * self.batch_size)
             self.resume_position = None
         return loader
+
+    def _sampler(self, batch_size: int, replicas: int, rank: int) -> EpochShuffle:
+        dataset = self.datasets["train"]
+        lengths = self._sizes(dataset)
+        return EpochShuffle(dataset, self.seed, replicas, rank, lengths, batch_size)
+
+    def training_orders(
+        self, batch_size: int, epochs: int, replicas: int = 1
+    ) -> Iterator[np.ndarray]:
+        """The training set's indices in the order the training loader draws them with
+        `batch_size`, one array per epoch and process (`replicas`), epoch by epoch; the
+        loader cuts each into batches of `batch_size`. The memory planner sizes a run's
+        training steps by them."""
+        samplers = [self._sampler(batch_size, replicas, rank) for rank in range(replicas)]
+        for epoch in range(epochs):
+            for sampler in samplers:
+                sampler.set_epoch(epoch)
+                yield np.fromiter(sampler, dtype=np.int64)
 
     def test_dataloader(self) -> list[DataLoader]:
         return [self._loader(name) for name in self.predicted_sets()]

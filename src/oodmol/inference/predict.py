@@ -169,10 +169,9 @@ def _predictions(
     on_gpu = cfg.accelerator in ("gpu", "cuda") or (cfg.accelerator == "auto" and gpu_present())
     plan = plan_memory(  # batches that fit this machine, measured on the largest molecules
         model,
-        dataset,
         features.collate,
         torch.device("cuda" if on_gpu else "cpu"),
-        batch_size=None,
+        [dataset],
         eval_batch_size=run.eval_batch_size,
         fraction=cfg.memory_fraction,
         limit_mb=cfg.memory_limit_mb,

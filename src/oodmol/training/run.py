@@ -54,7 +54,7 @@ from oodmol.training.checkpoint_io import run_plugins
 from oodmol.training.device import device_facts
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.loggers import Resumable
-from oodmol.training.memory import plan_memory
+from oodmol.training.memory import TrainingBatches, plan_memory
 from oodmol.training.preemption import PreemptionCheckpoint
 from oodmol.training.random_state import RandomState
 from oodmol.training.record import TrainingRecord, validation_summary
@@ -144,25 +144,41 @@ def _train(cfg: DictConfig, folder: Path) -> dict | float | None:
 
 def fit_to_memory(cfg: DictConfig, model: L.LightningModule, dm: MoleculeDataModule) -> dict | None:
     """The run's evaluation batch, fitted to its memory (`oodmol.training.memory`), or
-    the refusal of a training batch that does not fit; what was measured, for the
+    the refusal of training batches that do not fit; what was measured, for the
     record."""
     trainer = cfg.trainer
     device = torch.device("cuda" if trainer.accelerator in ("gpu", "cuda") else "cpu")
     processes = 1 if device.type == "cuda" else int(trainer.get("devices") or 1)
+    epochs = trainer.get("max_epochs") or -1
+    if epochs < 0:  # bounded by steps or time: as many epochs as the planner sizes
+        epochs = sys.maxsize
+    training = TrainingBatches(
+        dm.datasets["train"],
+        dm.batch_size,
+        lambda batch_size: dm.training_orders(batch_size, epochs, processes),
+    )
+    sets = dict.fromkeys([*dm.validation_sets(), *dm.predicted_sets()])
+    evaluated = [dm.datasets[name] for name in sets]
     plan = plan_memory(
         model,
-        dm.datasets["train"],
         dm.features.collate,
         device,
-        batch_size=dm.batch_size,
+        evaluated,
         eval_batch_size=dm.eval_batch_size,
-        fraction=float(cfg.get("memory_fraction") or 1.0),
+        fraction=cfg.get("memory_fraction") or 1.0,
         limit_mb=cfg.get("memory_limit_mb"),
         processes=processes,
+        training=training if cfg.train else None,
     )
     model.cpu()  # Lightning places it
     if plan is None:
         return None
+    if plan.train_need_mb is not None:
+        log.info(
+            "memory: the largest training step needs about %.0f MB, of %.0f MB this run has",
+            plan.train_need_mb,
+            plan.budget_mb,
+        )
     if plan.eval_batch < dm.eval_batch_size:
         log.info(
             "evaluating in batches of %d molecules (%d asked): what fits %.0f MB",

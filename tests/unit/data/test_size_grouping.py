@@ -117,3 +117,16 @@ def test_off_by_default_and_refused_for_molecules_without_atoms(dataset):
     grouped = datamodule(flat, True, features=VectorFeatures(standardize=False))
     with pytest.raises(ValueError, match="group_by_size needs molecules with atoms"):
         grouped.train_dataloader()
+
+
+@pytest.mark.parametrize("group_by_size", [True, False])
+def test_the_memory_planner_sizes_the_batches_the_loader_draws(dataset, group_by_size):
+    """`training_orders` (what the memory planner sizes) cut into batches is, epoch by
+    epoch, what the training loader draws, grouped or not."""
+    dm = datamodule(dataset, group_by_size)
+    orders = list(dm.training_orders(BATCH, epochs=2))
+    assert len(orders) == 2
+    for number, order in enumerate(orders):
+        cut = [order[start : start + BATCH] for start in range(0, len(order), BATCH)]
+        drawn = epoch(dm, number)
+        assert [b.tolist() for b in cut] == [b.tolist() for b in drawn]

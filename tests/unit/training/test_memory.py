@@ -1,55 +1,45 @@
-"""Batches that fit the machine (`oodmol.training.memory`): the CPU's allocations counted as
-they are made, the evaluation batch cut to what fits a memory limit, and a training batch
-that cannot fit refused before training, naming the batch size that would."""
+"""Batches that fit the machine (`oodmol.training.memory`): the evaluation batch cut to
+what fits a memory limit, a training batch that cannot fit refused before training, naming
+the largest batch size that does, and the model and the random generators left as they
+were."""
 
 from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
 import pytest
 import torch
 
 from oodmol.data.batches import VectorBatch
-from oodmol.errors import UserError
+from oodmol.errors import InputError, UserError
 from oodmol.models.backbones.mlp import MLPBackbone
 from oodmol.models.module import PropertyRegressor
-from oodmol.training.memory import BatchTooLarge, PeakMemory, plan_memory
+from oodmol.training.memory import (
+    OPTIMIZER_COPIES,
+    BatchTooLarge,
+    TrainingBatches,
+    largest_fitting_batch,
+    plan_memory,
+    training_need,
+)
+from oodmol.training.memory_curve import MARGIN, SLACK, BatchCost
+from oodmol.training.memory_meter import MB, can_measure
 
-FLOAT = 4  # bytes
-
-
-def test_peak_memory_counts_what_operations_create_while_it_lives() -> None:
-    base = torch.ones(1000)  # made before: not counted
-    with PeakMemory() as mode:
-        a = base + 1  # new: 4000 bytes
-        view = a[:10]  # a view of a: no new memory
-        b = a * 2  # new: 4000 more
-        del a, view, b  # freed: the live count falls back
-        c = torch.empty(250)  # 1000 bytes, below the peak
-        base.add_(1)  # in place: no new memory
-    assert mode.peak == 2 * 1000 * FLOAT
-    assert mode.live == 250 * FLOAT
-    del c
-
-
-def test_peak_memory_of_a_linear_layer_grows_with_the_batch() -> None:
-    layer = torch.nn.Linear(100, 1000)
-    peaks = []
-    for batch in (8, 16, 32):
-        inputs = torch.randn(batch, 100)
-        with PeakMemory() as mode, torch.no_grad():
-            layer(inputs)
-        peaks.append(mode.peak)
-    assert peaks == [batch * 1000 * FLOAT for batch in (8, 16, 32)]
+CPU = torch.device("cpu")
+WIDTH = 8
+WIDE = 2**16  # a hidden layer of 256 kB per molecule: memory the machine's count resolves
+measurable = pytest.mark.skipif(not can_measure(CPU), reason="needs Linux's /proc/self")
 
 
 class Molecules:
-    """A training set of `n` vectors of width `width`, as a feature set's dataset gives
-    them (`__getitems__`: one batch)."""
+    """A training set of `n` vectors, as a feature set's dataset gives them
+    (`__getitems__`: one batch)."""
 
-    def __init__(self, n: int, width: int) -> None:
-        self.x = torch.randn(n, width)
-        self.y = torch.randn(n)
+    def __init__(self, n: int) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, WIDTH, generator=generator)
+        self.y = torch.randn(n, generator=generator)
 
     def __len__(self) -> int:
         return len(self.y)
@@ -59,62 +49,95 @@ class Molecules:
         return [VectorBatch(x=self.x[index], y=self.y[index], index=index)]
 
 
-class DataModule:
-    def __init__(self, n: int = 64, width: int = 64) -> None:
-        self.datasets = {"train": Molecules(n, width)}
-        self.features = type("Features", (), {"collate": staticmethod(lambda items: items[0])})
+def collate(items: list[VectorBatch]) -> VectorBatch:
+    return items[0]
 
 
-def mlp(width: int = 64, hidden: int = 512) -> PropertyRegressor:
+def shuffled(n: int, epochs: int = 2):
+    """Each epoch's order of `n` molecules, whatever the batch size."""
+    return lambda batch_size: (np.random.default_rng(e).permutation(n) for e in range(epochs))
+
+
+def wide() -> PropertyRegressor:
     torch.manual_seed(0)
-    backbone = MLPBackbone(in_dim=width, hidden=[hidden, hidden])
-    return PropertyRegressor(backbone, partial(torch.optim.Adam, lr=1e-3))
+    return PropertyRegressor(MLPBackbone(WIDTH, [WIDE]), partial(torch.optim.Adam, lr=1e-3))
 
 
-def plan(model, limit_mb: float, batch_size: int = 32, eval_batch_size: int = 512, data=None):
-    data = data or DataModule()
+def plan(model, limit_mb: float, batch_size: int | None = 32, eval_batch_size: int = 256):
+    data = Molecules(300)
+    training = TrainingBatches(data, batch_size, shuffled(len(data))) if batch_size else None
     return plan_memory(
         model,
-        data.datasets["train"],
-        data.features.collate,
-        torch.device("cpu"),
-        batch_size=batch_size,
+        collate,
+        CPU,
+        [data],
         eval_batch_size=eval_batch_size,
         fraction=0.5,
         limit_mb=limit_mb,
+        training=training,
     )
 
 
+@measurable
 def test_the_evaluation_batch_is_what_fits_the_memory_limit() -> None:
-    roomy = plan(mlp(), limit_mb=1000, eval_batch_size=4096)
-    assert roomy.eval_batch == 4096  # the batch asked for fits
-    # two hidden layers of 512 floats per molecule are alive at the peak of a forward pass
-    assert roomy.eval_per_molecule_mb * 2**20 >= 2 * 512 * FLOAT
-    limit = 2 * roomy.train_need_mb  # the training step fits; evaluation gets what is left
-    tight = plan(mlp(), limit_mb=limit, eval_batch_size=4096)
-    room = limit / 2 - roomy.eval_fixed_mb
-    assert tight.eval_batch == pytest.approx(room / roomy.eval_per_molecule_mb, abs=2)
-    assert 1 < tight.eval_batch < 4096
+    roomy = plan(wide(), limit_mb=10_000, batch_size=None)
+    assert roomy.eval_batch == 256  # the batch asked for fits
+    per_molecule = roomy.eval_cost["added_mb"][0]
+    assert per_molecule >= WIDE * 4 / MB  # at least its hidden layer
+    fixed = roomy.eval_cost["fixed_mb"]
+    # half of it is this run's: 100 molecules, with what covers the allocator
+    limit = 2 * ((fixed + 100 * per_molecule) * (1 + MARGIN) + SLACK / MB)
+    tight = plan(wide(), limit_mb=limit, batch_size=None)
+    # measured again: within what a first use of a batch's shapes adds to a measurement
+    assert 50 <= tight.eval_batch <= 200
+    assert tight.eval_need_mb <= limit / 2
 
 
-def test_a_training_batch_that_cannot_fit_is_refused_naming_one_that_can() -> None:
-    roomy = plan(mlp(), limit_mb=10_000, batch_size=4096)
-    thousand = roomy.train_fixed_mb + 1000 * roomy.train_per_molecule_mb
-    with pytest.raises(
-        BatchTooLarge, match=r"lower model.batch_size to (99\d|1000) or less"
-    ) as refused:
-        plan(mlp(), limit_mb=2 * thousand, batch_size=4096)
+@measurable
+def test_a_training_batch_that_cannot_fit_is_refused_in_one_line_naming_one_that_can() -> None:
+    roomy = plan(wide(), limit_mb=10_000, batch_size=256)
+    assert roomy.train_batches_sized == 2 * 2  # two epochs of 300 molecules in batches of 256
+    refused_at = 2 * roomy.train_need_mb / 3  # a limit whose half (this run's) is a third
+    with pytest.raises(BatchTooLarge, match=r"lower model\.batch_size to \d+ or less") as refused:
+        plan(wide(), limit_mb=refused_at, batch_size=256)
+    message = str(refused.value)
     assert isinstance(refused.value, UserError)
-    assert "model.batch_size=4096 needs about" in str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("model.batch_size=256 needs about")
+    assert "largest training step" in message and "50% of" in message
 
 
+def test_the_batch_size_named_fits_and_is_about_the_largest_that_does() -> None:
+    """The batch size named in a refusal fits the budget; one a fifth larger does not."""
+    cost = BatchCost(fixed=100 * MB, sizes=(0.0, 100.0), added=(0.0, 10 * MB))
+    sizes = np.random.default_rng(0).integers(1, 100, 500)
+    training = TrainingBatches(None, 64, shuffled(len(sizes), epochs=3))
+    weights = 5 * MB
+    budget = 400 * MB  # about 30 molecules of 50 atoms beside the fixed cost and margin
+    assert training_need(cost, training, sizes, weights, 64)[0] > budget
+    fits = largest_fitting_batch(cost, training, sizes, weights, budget)
+    need, batches = training_need(cost, training, sizes, weights, fits)
+    assert 20 < fits < 64
+    assert need <= budget < training_need(cost, training, sizes, weights, fits * 6 // 5)[0]
+    assert batches == 3 * -(-500 // fits)  # every batch of the three epochs
+    assert need >= OPTIMIZER_COPIES * weights + cost.fixed
+
+
+def test_a_memory_fraction_outside_0_to_1_is_refused_in_one_line() -> None:
+    for fraction in (0, 1.5, "most"):
+        with pytest.raises(InputError, match="memory_fraction must be a share") as refused:
+            plan_memory(wide(), collate, CPU, [Molecules(4)], 8, fraction=fraction)
+        assert "\n" not in str(refused.value)
+
+
+@measurable
 def test_measuring_leaves_the_random_generators_and_the_weights_as_they_were() -> None:
-    model, data = mlp(), DataModule()
+    model = wide()
     weights = [p.detach().clone() for p in model.parameters()]
     torch.manual_seed(3)
     expected = torch.rand(3)
     torch.manual_seed(3)
-    plan(model, limit_mb=1000, data=data)
+    plan(model, limit_mb=10_000)
     assert torch.equal(torch.rand(3), expected)
     assert all(torch.equal(a, b) for a, b in zip(weights, model.parameters(), strict=True))
     assert all(p.grad is None for p in model.parameters())

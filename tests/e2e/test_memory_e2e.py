@@ -1,0 +1,59 @@
+"""train.py's memory planner as a user meets it: a run whose training steps cannot fit its
+memory is refused before training in one line (exit 2, no traceback, nothing written),
+as is a memory_fraction that is no share; a run that fits trains and records what its
+steps were sized at."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from e2e_helpers import MLP, QUIET, Result, TinyTask
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyTask]:
+    task = TinyTask.create(tmp_path_factory.mktemp("memory"))
+
+    def train(name: str, *args: str) -> list[str]:
+        folder = task.root / name
+        return ["train.py", *task.task_args(), *QUIET, *MLP, *args, f"hydra.run.dir={folder}"]
+
+    task.submit("fits", train("fits"))
+    task.submit("too_large", train("too_large", "memory_limit_mb=1"))
+    task.submit("no_share", train("no_share", "memory_fraction=1.5"))
+    yield task
+    task.close()
+
+
+def refused_in_one_line(result: Result, phrase: str) -> str:
+    """The terminal's last line, where the refusal is: exit 2, no traceback."""
+    assert result.returncode == 2, result.output()
+    assert "Traceback" not in result.stdout + result.stderr, result.output()
+    last = (result.stdout + result.stderr).strip().splitlines()[-1]
+    assert phrase in last, result.output()
+    return last
+
+
+def test_a_run_whose_training_steps_cannot_fit_is_refused_before_training(tiny: TinyTask):
+    last = refused_in_one_line(tiny.result("too_large"), "needs about")
+    assert last.startswith("[oodmol train] model.batch_size=")
+    assert "for its largest training step" in last
+    assert "use a machine with more memory" in last
+    assert not (tiny.root / "too_large" / "metrics.json").exists()
+    assert not (tiny.root / "too_large" / "checkpoints").exists()
+
+
+def test_a_memory_fraction_that_is_no_share_is_refused_in_one_line(tiny: TinyTask):
+    refused_in_one_line(tiny.result("no_share"), "memory_fraction must be a share")
+
+
+def test_a_run_that_fits_trains_and_records_its_plan(tiny: TinyTask):
+    result = tiny.result("fits").ok()
+    memory = json.loads((tiny.root / "fits" / "metrics.json").read_text())["memory"]
+    assert 0 < memory["train_need_mb"] <= memory["budget_mb"] < memory["available_mb"]
+    assert memory["train_batch"] == 64  # the MLP's own
+    assert memory["train_batches_sized"] > 0
+    assert memory["eval_batch"] <= memory["eval_batch_requested"]
+    assert "memory: the largest training step needs about" in result.stdout + result.stderr

@@ -1,0 +1,43 @@
+"""The memory a block of work takes, as the machine sees it (`oodmol.training.memory_meter`):
+on the CPU every allocation counts, a tensor's or not, and what the process held before
+the block does not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from oodmol.training.memory_meter import MB, available_bytes, can_measure, measured
+
+CPU = torch.device("cpu")
+pytestmark = pytest.mark.skipif(not can_measure(CPU), reason="needs Linux's /proc/self")
+
+
+def test_a_tensor_made_and_freed_in_the_block_counts_at_its_size() -> None:
+    with measured(CPU) as peak:
+        block = torch.ones(64 * MB // 4)  # 64 MB, written: resident
+        del block
+    assert 60 * MB < peak() < 72 * MB
+
+
+def test_memory_that_is_not_a_tensor_counts_too() -> None:
+    """What a kernel allocates for itself is no tensor an operation returns: the count
+    of returned tensors missed it, the machine's count does not."""
+    with measured(CPU) as peak:
+        scratch = np.ones(32 * MB // 8)
+        del scratch
+    assert 28 * MB < peak() < 40 * MB
+
+
+def test_memory_held_before_the_block_is_not_the_blocks() -> None:
+    held = torch.ones(64 * MB // 4)
+    with measured(CPU) as peak:
+        held.mul_(2)  # in place: no new memory
+    assert peak() < 8 * MB
+    del held
+
+
+def test_a_limit_replaces_what_the_machine_has() -> None:
+    assert available_bytes(CPU, limit_mb=300) == 300 * MB
+    assert available_bytes(CPU) > 0
