@@ -45,7 +45,7 @@ from rdkit import Chem, RDLogger
 from rdkit.Chem import Descriptors, rdDetermineBonds, rdMolDescriptors
 from rdkit.Chem import rdForceFieldHelpers as force_fields
 from rdkit.Geometry import Point3D
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
 from oodmol.data.featurize.graph3d import Graph3D
@@ -160,7 +160,7 @@ class PhysicsEstimates(Featurizer):
             raise FeaturizationError(f"RDKit cannot read {mol.smiles!r}")
         charge = Chem.GetFormalCharge(parsed)
         unpaired = sum(a.GetNumRadicalElectrons() for a in parsed.GetAtoms())
-        with threadpool_limits(limits=1):
+        with _one_thread():
             values = {
                 **xtb_estimates(z, pos, charge, unpaired, self.xtb_accuracy, self.solvents),
                 **d4_estimates(z, pos, charge),
@@ -169,6 +169,22 @@ class PhysicsEstimates(Featurizer):
         values.update(size_estimates(parsed, z, pos, values.pop("populations")))
         values["hof"] = sum(ATOM_HOF.get(int(a), math.nan) for a in z) - values["atomization"]
         return {"x": np.array([values[c] for c in COLUMNS], dtype=np.float64)}
+
+
+def _one_thread():
+    """One OpenMP/BLAS thread for tblite and dftd4 in this process. The controller is made
+    once, after the libraries are loaded so that it sees their thread pools: finding the
+    pools again for every molecule took a tenth of a QM9 molecule's time."""
+    global _controller
+    if _controller is None:
+        import dftd4.interface  # noqa: F401
+        import tblite.interface  # noqa: F401
+
+        _controller = ThreadpoolController()
+    return _controller.limit(limits=1)
+
+
+_controller: ThreadpoolController | None = None
 
 
 def xtb_estimates(
