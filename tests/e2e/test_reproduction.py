@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from e2e_helpers import MLP, QUIET, TinyTask
 
+from oodmol.apps.reproduce import plan
 from oodmol.report.reproduction import PaperTables, reproduction_table, within_spread
 
 
@@ -79,6 +80,24 @@ def test_reproduction_table_known_answers(paper: PaperTables) -> None:
     # Lipophilicity has no R² in the paper: ours is shown, no verdict is made up
     assert np.isnan(table.loc[("ID", "r2"), "paper"])
     assert table.loc[("ID", "r2"), "boom_within"] is None
+
+
+def test_qm9_tasks_go_to_the_models_a_cpu_trains_on_them() -> None:
+    tasks = ["qm9_homo", "lipophilicity"]
+    cells = plan(["rf", "chemprop", "egnn"], tasks, ["csd10k_hof"], [0, 1], [0], ["boom"])
+    runs = {(c.model, c.task, c.seed) for c in cells}
+    assert runs == {
+        ("rf", "qm9_homo", 0),
+        ("rf", "qm9_homo", 1),
+        ("rf", "lipophilicity", 0),
+        ("rf", "lipophilicity", 1),
+        ("chemprop", "lipophilicity", 0),
+        ("chemprop", "lipophilicity", 1),
+        ("egnn", "csd10k_hof", 0),
+    }
+    assert {c.task_name for c in cells if c.task == "qm9_homo"} == {"qm9_homo"}
+    widened = plan(["chemprop"], tasks, [], [0], [0], ["boom"], qm9_models=["chemprop"])
+    assert [c.task for c in widened] == tasks
 
 
 @pytest.mark.slow
