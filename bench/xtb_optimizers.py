@@ -3,7 +3,7 @@ library optimisers of `XTBOptimizer(optimizer=...)` and the hand-written Cartesi
 they replaced (`lbfgs-cartesian`, tests/references/frozen/xtb_lbfgs_reference.py).
 
     python -m bench.xtb_optimizers [--molecules 200] [--seed 0] [--jobs 1]
-        [--optimizers lbfgs-cartesian,ase-bfgs,geometric,sella] [--out xtb-optimizers.jsonl]
+        [--optimizers lbfgs-cartesian,ase-bfgs,geometric] [--out xtb-optimizers.jsonl]
 
 The molecules are a seeded sample of csd10k_density's; each starts from its MMFF94
 conformer as `graph3d` makes it, and the optimisers run one after the other on each
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--molecules", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
-    parser.add_argument("--optimizers", default=f"{BASELINE},ase-bfgs,geometric,sella")
+    parser.add_argument("--optimizers", default=f"{BASELINE},ase-bfgs,geometric")
     parser.add_argument("--out", type=Path, default=Path("xtb-optimizers.jsonl"))
     args = parser.parse_args()
     names = args.optimizers.split(",")

@@ -32,7 +32,7 @@ from oodmol.data.table import MoleculeTable
 
 pytest.importorskip("tblite")
 
-OPTIMIZERS = ("ase-bfgs", "geometric", "sella")
+OPTIMIZERS = ("ase-bfgs", "geometric")
 
 
 def test_gradient_matches_finite_differences_of_the_energy() -> None:
@@ -175,8 +175,6 @@ def _table() -> MoleculeTable:
     return MoleculeTable("t", np.arange(len(smiles)), np.array(smiles), {"y": np.zeros(6)})
 
 
-# the sella tests leave jax's threads in this process; the forked build never uses jax
-@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 def test_a_killed_xtb_build_resumes_into_the_cache_an_uninterrupted_one_makes(
     tmp_path, monkeypatch
 ) -> None:

@@ -16,9 +16,6 @@ chosen by `optimizer`:
   translation-rotation internal coordinates (TRIC), with trust radius and rejected steps.
   It needs half the evaluations of ASE's BFGS, but its coordinate transformations (in
   Python) cost more than GFN2-xTB's gradient for the molecules here.
-- `"sella"`: Sella's minimiser (Hermes et al., JCTC 18, 6974, 2022) in its internal
-  coordinates, with a trust radius: the fewest evaluations, at about the default's CPU
-  time once jax has compiled its functions (seconds, once per process).
 
 All are told the same criteria: converged when the energy changed by less than
 `energy_tolerance` Eh in the last step and the gradient's norm is below
@@ -261,16 +258,6 @@ def _ase_bfgs(mol: Chem.Mol, x0: np.ndarray, run: _Evaluations, settings: XTBOpt
     return _ase_run(optimizer, atoms, run, settings)
 
 
-def _sella(mol: Chem.Mol, x0: np.ndarray, run: _Evaluations, settings: XTBOptimizer) -> bool:
-    """Sella's minimiser (order 0) in its internal coordinates."""
-    from sella import Sella
-
-    atoms = _ase_atoms(mol, x0, run)
-    fragments = len(Chem.GetMolFrags(mol)) > 1
-    optimizer = Sella(atoms, order=0, internal=True, allow_fragments=fragments, logfile=None)
-    return _ase_run(optimizer, atoms, run, settings)
-
-
 def _ase_atoms(mol: Chem.Mol, x: np.ndarray, run: _Evaluations):
     """ASE's atoms of `mol` at `x` (bohr), `run` their calculator (eV, Å)."""
     from ase import Atoms
@@ -394,10 +381,8 @@ def model_hessian(mol: Chem.Mol, x: np.ndarray) -> np.ndarray:
 _OPTIMIZERS: dict[str, Callable[[Chem.Mol, np.ndarray, _Evaluations, XTBOptimizer], bool]] = {
     "ase-bfgs": _ase_bfgs,
     "geometric": _geometric,
-    "sella": _sella,
 }
 _LIBRARIES = {
     "ase-bfgs": ("ase", "geometric"),
     "geometric": ("geometric",),
-    "sella": ("sella", "ase", "jax"),
 }
