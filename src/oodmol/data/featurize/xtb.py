@@ -4,24 +4,41 @@ semi-empirical tight-binding method GFN2-xTB (Bannwarth, Ehlert & Grimme, JCTC 1
 energy reference in place of a force field.
 
 Energies and gradients come from `tblite` (its Python interface,
-`tblite.interface.Calculator`); the optimiser is ours: limited-memory BFGS on Cartesian
-coordinates, one energy + gradient per step, the largest atom displacement of a step
-capped at `max_step` bohr, memory reset and a shorter step where the energy rose. It has
-converged when the energy changed by less than `energy_tolerance` Eh in the last step and
-the gradient's norm is below `gradient_tolerance` Eh/bohr (xtb's "normal" level: 5e-6 Eh,
-1e-3 Eh/bohr). A molecule that does not converge within `max_steps`, or whose
-self-consistent field fails, is refused with the reason (`FeaturizationError`).
+`tblite.interface.Calculator`); every self-consistent field after the first starts from
+the wavefunction of the geometry the optimiser goes on from. The optimiser is a library's,
+chosen by `optimizer`:
+
+- `"ase-bfgs"`: ASE's BFGS (`ase.optimize.BFGS`) on Cartesian coordinates, its initial
+  Hessian geomeTRIC's model Hessian (Schlegel-type force constants of the molecule's
+  bonds, angles, dihedrals and out-of-plane bends, with rigid-body terms, brought to
+  Cartesian coordinates): one energy + gradient per step and little arithmetic around it.
+- `"geometric"`: geomeTRIC's optimiser (Wang & Song, JCP 144, 214108, 2016) in its
+  translation-rotation internal coordinates (TRIC), with trust radius and rejected steps.
+  It needs half the evaluations of ASE's BFGS, but its coordinate transformations (in
+  Python) cost more than GFN2-xTB's gradient for the molecules here.
+
+All are told the same criteria: converged when the energy changed by less than
+`energy_tolerance` Eh in the last step and the gradient's norm is below
+`gradient_tolerance` Eh/bohr (xtb's "normal" level: 5e-6 Eh, 1e-3 Eh/bohr), checked again
+on tblite's own energies and gradients before a geometry is kept. A molecule that does not
+converge within `max_steps` energy + gradient evaluations, whose self-consistent field
+fails, or that the optimiser cannot handle is refused with the reason
+(`OptimizationError`).
 
 The molecule's total formal charge and its unpaired electrons (RDKit's radical electrons)
 are passed to tblite, so ions, zwitterions and radicals are computed as what they are.
+The molecule's own bonds (RDKit's graph) define the internal coordinates.
 
-Cost here: one energy + gradient takes 5-10 ms for 20 atoms, about 50 ms for 48 atoms and
-170 ms for 82 atoms on one thread; from an MMFF94 geometry a molecule of the CSD 10k set
-takes 20-400 steps (median near 80), a few seconds.
+Cost and quality here: `bench/xtb_optimizers.py` measures both, and the L-BFGS that this
+module used before, on the same molecules of the CSD 10k set (docs/guide/geometries.md).
 """
 
 from __future__ import annotations
 
+import logging
+import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from importlib.metadata import version
 from typing import ClassVar
@@ -36,6 +53,7 @@ from oodmol.data.geometry_checks import aligned_rmsd
 
 BOHR = 0.529177210903  # Å (CODATA 2018)
 HARTREE_KCAL = 627.5094740631  # kcal/mol per Eh
+HARTREE_EV = 27.211386245988  # eV per Eh (CODATA 2018)
 
 
 class OptimizationError(FeaturizationError):
@@ -80,28 +98,33 @@ class XTBOptimizer(GeometryOptimizer):
     [n_atoms, 3], Å), `energy` (float64 [2]: GFN2-xTB energy at the start and at the
     optimised geometry, Eh), `rmsd` (float64 [2]: start to optimised geometry after
     optimal superposition, heavy atoms and all atoms, Å), `steps` (int32 [1]: energy +
-    gradient evaluations) and `gradient_norm` (float64 [1]: at the end, Eh/bohr).
-    `threads` bounds tblite's OpenMP threads in each worker process (the cache's build
-    runs one molecule per worker, on every core); it changes no geometry, so it is not
-    one of the cache key's `params`.
+    gradient evaluations), `gradient_norm` (float64 [1]: at the end, Eh/bohr) and
+    `seconds` (float64 [1]: the optimisation's CPU time in its process). `threads` bounds
+    tblite's OpenMP threads in each worker process (the cache's build runs one molecule
+    per worker, on every core); it changes no geometry, so it is not one of the cache
+    key's `params`.
     """
 
     name: ClassVar[str] = "xtb"
 
     method: str = "GFN2-xTB"
+    optimizer: str = "ase-bfgs"
     max_steps: int = 1000
     energy_tolerance: float = 5.0e-6
     gradient_tolerance: float = 1.0e-3
-    max_step: float = 0.3
-    memory: int = 20
     accuracy: float = 1.0
     threads: int = 1
 
     def __post_init__(self) -> None:
-        if self.max_steps < 1 or self.memory < 1 or self.max_step <= 0 or self.threads < 1:
+        if self.optimizer not in _OPTIMIZERS:
             raise ValueError(
-                f"XTBOptimizer: max_steps ({self.max_steps}), memory ({self.memory}), "
-                f"max_step ({self.max_step}) and threads ({self.threads}) must be positive"
+                f"XTBOptimizer: unknown optimizer {self.optimizer!r}; "
+                f"give one of {', '.join(_OPTIMIZERS)}"
+            )
+        if self.max_steps < 1 or self.threads < 1:
+            raise ValueError(
+                f"XTBOptimizer: max_steps ({self.max_steps}) and threads ({self.threads}) "
+                "must be positive"
             )
         for setting in fields(self):  # 1 and 1.0 must give the cache one key
             number = {"int": int, "float": float}.get(str(setting.type))
@@ -110,42 +133,53 @@ class XTBOptimizer(GeometryOptimizer):
 
     def params(self) -> dict:
         settings = {k: v for k, v in asdict(self).items() if k != "threads"}
-        made_by = {"version": 1, "tblite": version("tblite"), "optimizer": "lbfgs-cartesian"}
-        return made_by | settings
+        libraries = {name: version(name) for name in ("tblite", *_LIBRARIES[self.optimizer])}
+        return {"version": 2, **libraries, **settings}
 
     def __call__(self, mol: Chem.Mol, start: Conformer) -> dict[str, np.ndarray]:
+        import tblite.interface  # noqa: F401  loaded before the limit, so that it applies
+
         charge = Chem.GetFormalCharge(mol)
         unpaired = sum(atom.GetNumRadicalElectrons() for atom in mol.GetAtoms())
         x0 = start.positions.astype(np.float64) / BOHR
+        began = time.process_time()
         with threadpool_limits(limits=self.threads):
             try:
                 calculator = _calculator(start.atomic_numbers, x0, charge, unpaired, self.method)
                 calculator.set("accuracy", self.accuracy)
-                run = _Optimisation(calculator)
-                x, energy, gradient, converged = run.minimise(
-                    x0,
-                    self.max_steps,
-                    self.energy_tolerance,
-                    self.gradient_tolerance,
-                    self.max_step,
-                    self.memory,
-                )
+                run = _Evaluations(calculator, self.max_steps)
+                if len(x0) == 1:  # an atom: nothing to optimise, its gradient is zero
+                    run(x0)
+                    run.previous_energy = run.energy
+                    converged = True
+                else:
+                    converged = _OPTIMIZERS[self.optimizer](mol, x0, run, self)
             except OptimizationError:
                 raise
-            except Exception as error:  # tblite's SCF or input errors
-                raise OptimizationError(f"{self.method} failed: {error}") from None
-        g_norm = float(np.linalg.norm(gradient))
+            except _StepLimit:
+                converged = False
+            except Exception as error:  # tblite's SCF, the optimiser's own failures
+                raise OptimizationError(
+                    f"{self.method} with {self.optimizer} failed: {type(error).__name__}: {error}"
+                ) from None
+        g_norm = float(np.linalg.norm(run.gradient))
         if not converged:
             raise OptimizationError(
-                f"{self.method} optimisation did not converge within {self.max_steps} steps "
-                f"(|gradient| {g_norm:.1e} Eh/bohr, tolerance {self.gradient_tolerance:g})"
+                f"{self.method} optimisation ({self.optimizer}) did not converge within "
+                f"{self.max_steps} steps (|gradient| {g_norm:.1e} Eh/bohr, tolerance "
+                f"{self.gradient_tolerance:g})"
             )
-        positions = (x * BOHR).astype(np.float32)
+        if not self.converged(run.previous_energy, run.energy, run.gradient):
+            raise OptimizationError(
+                f"{self.optimizer} stopped short of the criteria: energy change "
+                f"{run.energy - run.previous_energy:.1e} Eh, |gradient| {g_norm:.1e} Eh/bohr"
+            )
+        positions = (run.x.reshape(-1, 3) * BOHR).astype(np.float32)
         heavy = start.atomic_numbers > 1
         return {
             "pos": positions,
             "start_pos": start.positions,
-            "energy": np.array([run.first_energy, energy], dtype=np.float64),
+            "energy": np.array([run.first_energy, run.energy], dtype=np.float64),
             "rmsd": np.array(
                 [
                     aligned_rmsd(start.positions[heavy], positions[heavy]),
@@ -153,89 +187,202 @@ class XTBOptimizer(GeometryOptimizer):
                 ],
                 dtype=np.float64,
             ),
-            "steps": np.array([run.steps], dtype=np.int32),
+            "steps": np.array([run.count], dtype=np.int32),
             "gradient_norm": np.array([g_norm], dtype=np.float64),
+            "seconds": np.array([time.process_time() - began], dtype=np.float64),
         }
 
+    def converged(self, previous_energy: float, energy: float, gradient: np.ndarray) -> bool:
+        """xtb's criteria on the last step: the energy change and the gradient's norm."""
+        return (
+            abs(energy - previous_energy) < self.energy_tolerance
+            and float(np.linalg.norm(gradient)) < self.gradient_tolerance
+        )
 
-class _Optimisation:
-    """One L-BFGS minimisation on a tblite calculator, counting its evaluations."""
 
-    def __init__(self, calculator) -> None:
+class _StepLimit(Exception):
+    """The molecule has used its `max_steps` energy + gradient evaluations."""
+
+
+class _Evaluations:
+    """tblite's energy and gradient at one geometry after another, counted, each SCF
+    started from the wavefunction of the geometry the optimiser goes on from. `current`
+    is where the optimiser stands: the last geometry it accepted (`accept`), by default
+    the last one evaluated; `previous_energy` is the energy it stood at before."""
+
+    def __init__(self, calculator, limit: int) -> None:
         self.calculator = calculator
-        self.result = None  # the last result: its wavefunction starts the next SCF
-        self.steps = 0
-        self.first_energy: float | None = None
+        self.limit = limit
+        self.count = 0
+        self.first_energy = float("nan")
+        self.result = None  # the SCF to start the next one from
+        self.kept = None  # the accepted geometry's, where an optimiser rejects steps
+        self.x = self.gradient = np.zeros(0)
+        self.energy = self.previous_energy = float("nan")
 
-    def evaluate(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+    def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """Energy (Eh) and gradient (Eh/bohr, flat) at `x` (bohr)."""
+        if self.count >= self.limit:
+            raise _StepLimit
+        x = np.array(x, dtype=np.float64).reshape(-1)
         self.calculator.update(x.reshape(-1, 3))
-        self.result = self.calculator.singlepoint(self.result)
-        self.steps += 1
+        # copy: the result kept for a rejected step must not be overwritten in place
+        self.result = self.calculator.singlepoint(self.result, copy=True)
+        self.count += 1
         energy = float(self.result.get("energy"))
-        gradient = np.asarray(self.result.get("gradient"), dtype=np.float64).reshape(-1)
+        gradient = np.array(self.result.get("gradient"), dtype=np.float64).reshape(-1)
         if not (np.isfinite(energy) and np.isfinite(gradient).all()):
-            raise OptimizationError(f"non-finite energy or gradient at step {self.steps}")
-        if self.first_energy is None:
+            raise OptimizationError(f"non-finite energy or gradient at step {self.count}")
+        if self.count == 1:
             self.first_energy = energy
-        return energy, gradient
+        self.previous_energy, self.energy = self.energy, energy
+        self.x, self.gradient = x, gradient
+        return energy, gradient.copy()
 
-    def minimise(
-        self,
-        x0: np.ndarray,
-        max_steps: int,
-        energy_tolerance: float,
-        gradient_tolerance: float,
-        max_step: float,
-        memory: int,
-    ) -> tuple[np.ndarray, float, np.ndarray, bool]:
-        """(positions in bohr, energy, gradient, converged) after at most `max_steps`
-        evaluations."""
-        x = x0.reshape(-1).copy()
-        energy, gradient = self.evaluate(x)
-        history: list[tuple[np.ndarray, np.ndarray, float]] = []  # (s, y, 1 / y·s)
-        while self.steps < max_steps:
-            direction = self._direction(gradient, history)
-            if direction @ gradient >= 0:  # not downhill: forget the curvature
-                history.clear()
-                direction = self._direction(gradient, history)
-            direction = _capped(direction, max_step)
-            x_new = x + direction
-            energy_new, gradient_new = self.evaluate(x_new)
-            if energy_new > energy + energy_tolerance and self.steps < max_steps:
-                history.clear()  # uphill: a quarter of the step, along what is known
-                x_new = x + 0.25 * direction
-                energy_new, gradient_new = self.evaluate(x_new)
-            s, y = x_new - x, gradient_new - gradient
-            if (sy := float(s @ y)) > 1e-12:
-                history.append((s, y, 1.0 / sy))
-                del history[:-memory]
-            change = energy_new - energy
-            x, energy, gradient = x_new, energy_new, gradient_new
-            if abs(change) < energy_tolerance and np.linalg.norm(gradient) < gradient_tolerance:
-                return x.reshape(-1, 3), energy, gradient.reshape(-1, 3), True
-        return x.reshape(-1, 3), energy, gradient.reshape(-1, 3), False
+    def keep(self) -> None:
+        """The last geometry evaluated is the optimiser's new position."""
+        self.kept = self.result
 
-    @staticmethod
-    def _direction(gradient: np.ndarray, history: list) -> np.ndarray:
-        """-H⁻¹g by L-BFGS's two-loop recursion; a short steepest-descent step without
-        history (0.01 bohr per Eh/bohr, at most a step of 1)."""
-        q = gradient.copy()
-        alphas = []
-        for s, y, rho in reversed(history):
-            alpha = rho * (s @ q)
-            alphas.append(alpha)
-            q -= alpha * y
-        if history:
-            s, y, _ = history[-1]
-            q *= (s @ y) / (y @ y)
-        else:
-            q *= min(1.0, 0.01 / max(float(np.linalg.norm(gradient)), 1e-12))
-        for (s, y, rho), alpha in zip(history, reversed(alphas), strict=True):
-            q += s * (alpha - rho * (y @ q))
-        return -q
+    def restore(self) -> None:
+        """The optimiser went back to the geometry it kept: start the next SCF there."""
+        self.result = self.kept
 
 
-def _capped(step: np.ndarray, max_step: float) -> np.ndarray:
-    """The step scaled so that no atom moves more than `max_step`."""
-    longest = float(np.linalg.norm(step.reshape(-1, 3), axis=1).max())
-    return step * (max_step / longest) if longest > max_step else step
+def _ase_bfgs(mol: Chem.Mol, x0: np.ndarray, run: _Evaluations, settings: XTBOptimizer) -> bool:
+    """ASE's BFGS from geomeTRIC's model Hessian."""
+    from ase.optimize import BFGS
+
+    atoms = _ase_atoms(mol, x0, run)
+    optimizer = BFGS(atoms, logfile=None)
+    optimizer.H0 = model_hessian(mol, x0) * (HARTREE_EV / BOHR**2)  # eV/Å²
+    return _ase_run(optimizer, atoms, run, settings)
+
+
+def _ase_atoms(mol: Chem.Mol, x: np.ndarray, run: _Evaluations):
+    """ASE's atoms of `mol` at `x` (bohr), `run` their calculator (eV, Å)."""
+    from ase import Atoms
+    from ase.calculators.calculator import Calculator, all_changes
+
+    class TBLite(Calculator):
+        implemented_properties = ("energy", "forces")
+
+        def calculate(self, atoms=None, properties=None, system_changes=all_changes) -> None:
+            super().calculate(atoms, properties, system_changes)
+            energy, gradient = run(self.atoms.positions / BOHR)
+            self.results = {
+                "energy": energy * HARTREE_EV,
+                "forces": -gradient.reshape(-1, 3) * (HARTREE_EV / BOHR),
+            }
+
+    atoms = Atoms(numbers=[a.GetAtomicNum() for a in mol.GetAtoms()], positions=x * BOHR)
+    atoms.calc = TBLite()
+    return atoms
+
+
+def _ase_run(optimizer, atoms, run: _Evaluations, settings: XTBOptimizer) -> bool:
+    """An ASE optimiser stepped until our criteria hold where it stands (its own force
+    criterion set to 0, never met)."""
+    for _ in optimizer.irun(fmax=0.0, steps=settings.max_steps):
+        here = np.array_equal(atoms.positions.reshape(-1) / BOHR, run.x)
+        if (
+            run.count > 1
+            and here
+            and settings.converged(run.previous_energy, run.energy, run.gradient)
+        ):
+            return True
+    return False
+
+
+def _geometric(mol: Chem.Mol, x0: np.ndarray, run: _Evaluations, settings: XTBOptimizer) -> bool:
+    """geomeTRIC in TRIC coordinates, its criteria mapped onto ours: its RMS gradient is
+    the norm over the square root of the atom count; no displacement criteria."""
+    from geometric.engine import Engine
+    from geometric.errors import GeomOptNotConvergedError
+    from geometric.internal import DelocalizedInternalCoordinates
+    from geometric.optimize import Optimizer
+    from geometric.params import OptParams
+
+    logging.getLogger("geometric.nifty").setLevel(logging.ERROR)  # a report per step
+
+    class TBLiteEngine(Engine):
+        """`run` as a geomeTRIC engine; its saved guess is the accepted step's SCF."""
+
+        def calc_new(self, coords, dirname):
+            energy, gradient = run(coords)
+            return {"energy": energy, "gradient": gradient}
+
+        def save_guess_files(self, dirname):
+            run.keep()
+
+        def load_guess_files(self, dirname):
+            run.restore()
+
+    molecule = _geometric_molecule(mol, x0)
+    coordinates = DelocalizedInternalCoordinates(molecule, build=True, connect=False)
+    params = OptParams(
+        convergence_energy=settings.energy_tolerance,
+        convergence_grms=settings.gradient_tolerance / np.sqrt(mol.GetNumAtoms()),
+        convergence_gmax=settings.gradient_tolerance,
+        convergence_drms=np.inf,
+        convergence_dmax=np.inf,
+        maxiter=settings.max_steps,
+        frequency=False,
+    )
+    with tempfile.TemporaryDirectory() as scratch:  # geomeTRIC's engines want one; unused
+        engine = TBLiteEngine(molecule)
+        optimizer = Optimizer(
+            x0.reshape(-1), molecule, coordinates, engine, scratch, params, print_info=False
+        )
+        try:
+            optimizer.optimizeGeometry()
+        except GeomOptNotConvergedError:
+            return False
+    # where it stopped: its last accepted geometry, the last one evaluated
+    if not np.array_equal(optimizer.X.reshape(-1), run.x):
+        raise OptimizationError("geomeTRIC stopped away from its last evaluated geometry")
+    run.previous_energy = float(optimizer.Eprev)
+    return True
+
+
+def _geometric_molecule(mol: Chem.Mol, x: np.ndarray):
+    """geomeTRIC's `Molecule` of `mol` at `x` (bohr), bonded as RDKit's graph says."""
+    from geometric.molecule import Molecule
+
+    molecule = Molecule()
+    molecule.elem = [atom.GetSymbol() for atom in mol.GetAtoms()]
+    molecule.xyzs = [x.reshape(-1, 3) * BOHR]
+    molecule.bonds = sorted(
+        tuple(sorted((bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()))) for bond in mol.GetBonds()
+    )
+    molecule.top_settings["read_bonds"] = True
+    molecule.build_topology(force_bonds=False)
+    return molecule
+
+
+# the smallest force constant of the model (Eh/bohr² or Eh/rad²): geomeTRIC's bond guess
+# (Badger's rule) turns negative for atoms closer than its reference distance, which an
+# ETKDG conformer of a salt can place; the softest of its own values is 0.023
+MODEL_FLOOR = 0.005
+
+
+def model_hessian(mol: Chem.Mol, x: np.ndarray) -> np.ndarray:
+    """geomeTRIC's guess Hessian of `mol`'s primitive internal coordinates at `x` (bohr),
+    in Cartesian coordinates (Eh/bohr², [3n, 3n]): BᵀHB. Its rigid-body coordinates (TRIC)
+    keep it positive definite."""
+    from geometric.internal import PrimitiveInternalCoordinates
+
+    primitives = PrimitiveInternalCoordinates(_geometric_molecule(mol, x), connect=False)
+    x = x.reshape(-1)
+    constants = np.maximum(np.diag(primitives.guess_hessian(x)), MODEL_FLOOR)
+    b = primitives.wilsonB(x)
+    return b.T @ (constants[:, None] * b)
+
+
+_OPTIMIZERS: dict[str, Callable[[Chem.Mol, np.ndarray, _Evaluations, XTBOptimizer], bool]] = {
+    "ase-bfgs": _ase_bfgs,
+    "geometric": _geometric,
+}
+_LIBRARIES = {
+    "ase-bfgs": ("ase", "geometric"),
+    "geometric": ("geometric",),
+}
