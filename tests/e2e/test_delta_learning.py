@@ -71,3 +71,30 @@ def test_the_mean_with_a_baseline_is_the_baseline_alone(tiny: TinyTask) -> None:
         x = physics(MolInput(smiles, cloud["z"], cloud["pos"]))["x"]
         expected = fit["intercept"] + fit["slope"] * x[COLUMNS.index("log_p")]
         assert predicted == pytest.approx(expected, rel=1e-5)
+
+
+def test_both_together_reads_the_descriptors_beside_the_physics(tiny: TinyTask) -> None:
+    """`model/representation=descriptors_physics`: ridge regression on RDKit's descriptors
+    and the physics estimates side by side, the physics cache the Δ runs built; its
+    checkpoint predicts new molecules as the run did."""
+    import torch
+
+    from oodmol.data.featurize.base import MolInput
+    from oodmol.data.featurize.descriptors import RDKitDescriptors
+    from oodmol.data.featurize.physics import COLUMNS
+
+    run = tiny.root / "both"
+    both = ["model=ridge", "model/representation=descriptors_physics", "task.ood_size=10"]
+    tiny.run(["train.py", *tiny.task_args(), *QUIET, *both, f"hydra.run.dir={run}"]).ok()
+    record = json.loads((run / "metrics.json").read_text())
+    assert record["model"] == "descriptors_physics-ridge"
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    width = len(checkpoint["oodmol_features"]["imputer_means"])
+    assert width == len(RDKitDescriptors()(MolInput("CCO"))["x"]) + len(COLUMNS)
+    predictions = pd.read_csv(run / "predictions.csv")
+    ood = predictions[predictions["set"] == "ood"].head(4)
+    molecules, out = tiny.root / "both.csv", tiny.root / "both-predicted.csv"
+    ood[["smiles"]].to_csv(molecules, index=False)
+    predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"]
+    tiny.run([*predict, f"input={molecules}", f"out={out}", "progress=false"]).ok()
+    np.testing.assert_allclose(pd.read_csv(out)["y_pred"], ood["y_pred"], rtol=1e-6)

@@ -59,7 +59,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing, suppress
 from datetime import datetime, timezone
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 from typing import TypeVar
 
@@ -133,6 +133,11 @@ class FeatureStore:
         folder this process cannot write to raises `ReadOnlyCacheError`; a mol_id that is
         not in `table` raises `KeyError`.
         """
+        if parts := featurizer.joins():
+            return JoinedStore(
+                featurizer.name,
+                [cls.build_or_open(p, table, cache_dir, n_jobs, progress, mol_ids) for p in parts],
+            )
         identity = {
             "format": FORMAT_VERSION,
             "table": table.name,
@@ -281,6 +286,48 @@ class FeatureStore:
 
     def _remedy(self) -> str:
         return f"delete it and {_seal_path(self.path).name} beside it, then run again to rebuild it"
+
+
+class JoinedStore(FeatureStore):
+    """The caches of a joined featuriser's parts read as one: a molecule's `x` is the
+    parts' `x` side by side, in the parts' order, and a molecule any part refused is
+    refused (with that part's reason). Its key is the parts' keys together."""
+
+    def __init__(self, name: str, parts: list[FeatureStore]) -> None:
+        self.parts = parts
+        failed: dict[str, str] = {}
+        for part in reversed(parts):  # the first part's reason where several refused
+            name_of = part.meta["featurizer"]["name"]
+            failed |= {str(mol_id): f"{name_of}: {why}" for mol_id, why in part.failed.items()}
+        keys = "+".join(part.meta["key"] for part in parts)
+        meta = {
+            "key": hashlib.sha256(keys.encode()).hexdigest(),
+            "featurizer": {"name": name, "parts": [part.meta["featurizer"] for part in parts]},
+            "n_nonfinite_values": sum(part.meta["n_nonfinite_values"] for part in parts),
+            "nonfinite_examples": [e for p in parts for e in p.meta["nonfinite_examples"]],
+            "failed": failed,
+        }
+        super().__init__(parts[0].path, meta)
+        self.meta["n_entries"] = len(np.setdiff1d(self.mol_ids(), list(self.failed)))
+
+    def mol_ids(self) -> np.ndarray:
+        return reduce(np.intersect1d, [part.mol_ids() for part in self.parts])
+
+    def lacks(self, mol_ids: Iterable[int]) -> np.ndarray:
+        return np.unique(np.concatenate([part.lacks(mol_ids) for part in self.parts]))
+
+    def get(self, mol_id: int) -> dict[str, np.ndarray]:
+        return {"x": np.concatenate([part.get(mol_id)["x"] for part in self.parts])}
+
+    def iter_arrays(self, mol_ids: Iterable[int]) -> Iterator[dict[str, np.ndarray]]:
+        ids = np.asarray(mol_ids, dtype=np.int64)
+        readers = [part.iter_arrays(ids) for part in self.parts]
+        for arrays in zip(*readers, strict=True):
+            yield {"x": np.concatenate([a["x"] for a in arrays])}
+
+    def matrix(self, mol_ids: Iterable[int], field: str = "x") -> np.ndarray:
+        ids = np.asarray(mol_ids, dtype=np.int64)
+        return np.hstack([part.matrix(ids, field) for part in self.parts])
 
 
 class DamagedCacheError(UserError, ValueError):

@@ -65,6 +65,11 @@ class Featurizer(ABC):
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         """Features of one molecule."""
 
+    def joins(self) -> list[Featurizer]:
+        """The featurisers whose vectors this one sets side by side, each read from its own
+        cache (`oodmol.data.featurize.joined`); none for a featuriser of its own."""
+        return []
+
     def built_on(self) -> Featurizer | None:
         """The featuriser whose cache this one reads instead of the data set's own
         geometry (the 3D representations: the conformers the 3D models use), or None."""

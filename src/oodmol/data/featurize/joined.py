@@ -1,0 +1,35 @@
+"""Vector representations side by side: e.g. RDKit's descriptors beside the physics
+estimates (`model/representation=descriptors_physics`), so that a model reads what each
+says of the molecule.
+
+Each part is cached as a run of that part alone caches it (a joined representation costs
+nothing its parts have not cost), and the feature cache reads them as one
+(`oodmol.data.store.JoinedStore`): a molecule's vector is the parts' vectors in the
+order the config names them, and a molecule any part refused is left out with that
+part's reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from oodmol.data.featurize.base import Featurizer, MolInput
+
+
+class Joined(Featurizer):
+    """The parts, named as the config names them (`Joined(descriptors=..., physics=...)`)."""
+
+    def __init__(self, **parts: Featurizer) -> None:
+        if len(parts) < 2:
+            raise ValueError(f"a joined representation needs two parts or more, not {len(parts)}")
+        self.parts = dict(parts)
+        self.name = "+".join(part.name for part in self.parts.values())
+
+    def joins(self) -> list[Featurizer]:
+        return list(self.parts.values())
+
+    def params(self) -> dict:
+        return {name: part.params() for name, part in self.parts.items()}
+
+    def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
+        raise TypeError(f"{self.name}: a joined representation is read from its parts' caches")
