@@ -23,11 +23,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from oodmol.command_line import UsageError, entry_point
+from oodmol.command_line import entry_point
 from oodmol.credentials import check_key_variable
 from oodmol.data.datamodule import checked_max_molecules
 from oodmol.data.subsets import subset
 from oodmol.data.task import TaskData, load_split, load_task
+from oodmol.errors import UsageError
 from oodmol.llm.answers import AnswerLog
 from oodmol.llm.backends import (
     Backend,

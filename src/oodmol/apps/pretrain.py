@@ -34,10 +34,11 @@ from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 
 from oodmol.apps.preflight import check_gpu
-from oodmol.command_line import UsageError, entry_point
+from oodmol.command_line import entry_point
 from oodmol.config import config_dir
 from oodmol.data.statistics import FeatureFact
 from oodmol.data.tokens import TokenFeatures
+from oodmol.errors import UsageError
 from oodmol.io import atomic_write_json
 from oodmol.overrides import names_of, tool_config
 from oodmol.pretraining.corpus import Corpus, build_corpus, holdout_split

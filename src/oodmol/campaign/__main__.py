@@ -19,7 +19,8 @@ import sys
 
 from oodmol.campaign.driver import Campaign
 from oodmol.campaign.settings import parse_arguments
-from oodmol.command_line import UsageError, entry_point
+from oodmol.command_line import entry_point
+from oodmol.errors import UsageError
 
 
 @entry_point("oodmol campaign", usage=__doc__)

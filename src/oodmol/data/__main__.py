@@ -20,13 +20,14 @@ import pandas as pd
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from oodmol.command_line import UsageError, entry_point
+from oodmol.command_line import entry_point
 from oodmol.config import compose_config, config_dir
 from oodmol.data.card import write_card
 from oodmol.data.geometry_checks import check_store
 from oodmol.data.splits.assignment import ALL_SETS
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
+from oodmol.errors import UsageError
 from oodmol.io import atomic_write_json
 from oodmol.overrides import compose_checked, names_of, unknown_choice_message
 from oodmol.parallel import limit_threads
