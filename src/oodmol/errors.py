@@ -62,6 +62,10 @@ class MissingFileError(UserError, FileNotFoundError):
     """A file the user named that is not there."""
 
 
+class UsageError(UserError):
+    """A command line the tool cannot run: a missing or unknown argument."""
+
+
 class RunFailure(OodmolError):
     """A run that started and could not finish (its record says why): exit status 1."""
 

@@ -12,7 +12,7 @@ import pytest
 from e2e_helpers import QUIET, TinyTask
 from run_folders import PNG_MAGIC, run_folder
 
-from oodmol.ablation.__main__ import main
+from oodmol.cli.ablation import selection
 
 
 def _trial(root: Path, name: str, task: str, id_val: float, tail: float | None, ood: float):
@@ -39,7 +39,7 @@ def test_three_selections_and_the_share_recovered(tmp_path: Path, capsys) -> Non
     # task u: ID validation already picks the test's choice; nothing to recover
     _trial(runs, "d0", "u", id_val=1.0, tail=2.0, ood=1.0)
     _trial(runs, "d1", "u", id_val=2.0, tail=1.0, ood=4.0)
-    assert main(["selection", str(runs), "--out", str(tmp_path / "out")]) == 0
+    assert selection([str(runs), "--out", str(tmp_path / "out")]) == 0
     table = pd.read_csv(tmp_path / "out" / "selection.csv")
     t, u = table.iloc[0], table.iloc[1]
     assert (t["task"], t["draws"], u["draws"]) == ("t", 3, 2)
@@ -59,7 +59,7 @@ def test_three_selections_and_the_share_recovered(tmp_path: Path, capsys) -> Non
 
 def test_runs_without_both_validation_sets_are_an_error(tmp_path: Path, capsys) -> None:
     _trial(tmp_path / "runs", "d0", "t", id_val=1.0, tail=None, ood=1.0)
-    assert main(["selection", str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 2
+    assert selection([str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 2
     assert "no complete run scored both validation sets" in capsys.readouterr().err
 
 

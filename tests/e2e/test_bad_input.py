@@ -1031,7 +1031,7 @@ CASES += [
         "oodmol ablation",
         tool("ablation", "heatmap", "{d}"),
         2,
-        "invalid choice",
+        "unknown command 'heatmap'",
     ),
     Case("campaign_no_arguments", "oodmol campaign", tool("campaign"), 2, "oodmol campaign"),
     Case(

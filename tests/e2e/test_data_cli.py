@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from rdkit import Chem
 
-from oodmol.data.__main__ import main
+from oodmol.cli import main
 from oodmol.data.splits.splitters import murcko_scaffold
 
 pytestmark = pytest.mark.slow
@@ -255,6 +255,6 @@ def test_missing_source_file_names_the_env_var_and_url(failing_runs: FailingRuns
 
 
 def test_no_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == 2
-    assert main(["nonsense"]) == 2
+    assert main(["data"]) == 2
+    assert main(["data", "nonsense"]) == 2
     assert "export" in capsys.readouterr().err

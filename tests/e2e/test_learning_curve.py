@@ -13,7 +13,7 @@ import pytest
 from e2e_helpers import MLP, QUIET, TinyTask, tiny_molecules
 from run_folders import PNG_MAGIC, run_folder
 
-from oodmol.ablation.__main__ import main
+from oodmol.cli.ablation import learning_curve
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import VectorFeatures
 from oodmol.data.featurize.fingerprints import MorganFingerprint
@@ -103,7 +103,7 @@ def _curve_runs(root: Path) -> None:
 
 def test_fitted_slope_of_a_power_law_is_its_exponent(tmp_path: Path) -> None:
     _curve_runs(tmp_path / "runs")
-    assert main(["learning-curve", str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 0
+    assert learning_curve([str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 0
     table = pd.read_csv(tmp_path / "o" / "learning-curve.csv")
     id_rows, ood_rows = table[table["set"] == "ID"], table[table["set"] == "OOD"]
     np.testing.assert_allclose(id_rows["slope"], -0.5)
@@ -124,7 +124,7 @@ def test_one_training_size_has_no_slope(tmp_path: Path, capsys) -> None:
          "ood": {"rmse": 2.0}},
         "split:\n  subset: [0.5, 0]\n",
     )  # fmt: skip
-    assert main(["learning-curve", str(tmp_path / "r"), "--out", str(tmp_path / "o")]) == 2
+    assert learning_curve([str(tmp_path / "r"), "--out", str(tmp_path / "o")]) == 2
     assert "at least two training set sizes" in capsys.readouterr().err
 
 

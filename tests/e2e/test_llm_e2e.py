@@ -18,7 +18,7 @@ from hydra.utils import instantiate
 from llm_helpers import QUESTION, StubServer, save_tiny_causal_lm, stub_server
 
 from oodmol import cli
-from oodmol.apps.llm import main
+from oodmol.cli.llm import main
 from oodmol.config import compose_config
 from oodmol.data.subsets import subset
 from oodmol.llm.parse import first_number

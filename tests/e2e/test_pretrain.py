@@ -88,7 +88,7 @@ def test_masking_is_a_function_of_the_generator_seed() -> None:
 def test_a_model_without_objective_or_a_corpus_that_is_nothing_is_refused(
     capsys, tmp_path: Path
 ) -> None:
-    from oodmol.apps.pretrain import main
+    from oodmol.cli.pretrain import main
 
     out = f"out={tmp_path / 'out'}"
     assert main(["model=mlp", "corpus=x.smi", out]) == 2

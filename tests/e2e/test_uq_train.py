@@ -12,9 +12,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from paths import REPO
 
+from oodmol.cli import main
 from oodmol.config import compose_config
 from oodmol.identity import config_key
-from oodmol.report.__main__ import main as report_main
 from oodmol.training.members import run_members
 from oodmol.training.run import train as train_one
 
@@ -115,7 +115,7 @@ def test_ensemble_members_multirun_twin_and_leaderboard(train: Train, tmp_path: 
         pd.read_csv(run / "members" / "1" / "predictions.csv"),
     )
     # the leaderboard: a uq table, and members are parts of runs, not runs
-    assert report_main([str(run.parent), "--out", str(tmp_path)]) == 0
+    assert main(["report", str(run.parent), "--out", str(tmp_path)]) == 0
     assert "mlp+ensemble" in set(pd.read_csv(tmp_path / "uq.csv")["model"])
     assert "ENCE" in (tmp_path / "uq.md").read_text()
     assert list(pd.read_csv(tmp_path / "runs.csv")["model"]) == ["mlp+ensemble"]

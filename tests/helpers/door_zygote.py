@@ -19,12 +19,12 @@ import oodmol.apps.predict
 import oodmol.apps.train
 import oodmol.benchmark
 import oodmol.cli
-import oodmol.data.__main__
+import oodmol.cli.data
+import oodmol.cli.report
 import oodmol.inference.predict
 import oodmol.inference.rescore
-import oodmol.report.__main__
 import oodmol.training.run
-from oodmol.cli import HYDRA_APPS
+from oodmol.cli.registry import OODMOL, HydraApp
 
 
 def child(request):
@@ -39,11 +39,12 @@ def child(request):
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
     argv = request["argv"]
+    app = OODMOL.get(argv[1]) if argv[0] == "oodmol" and len(argv) > 1 else None
     code = 0
     try:
-        if argv[0] == "oodmol" and len(argv) > 1 and argv[1] in HYDRA_APPS:
+        if isinstance(app, HydraApp):
             sys.argv = ["-m", *argv[2:]]  # what `oodmol <app>` execs: python -m <app's module>
-            runpy.run_module(HYDRA_APPS[argv[1]], run_name="__main__", alter_sys=True)
+            runpy.run_module(app.module, run_name="__main__", alter_sys=True)
         elif argv[0] == "oodmol":
             sys.argv = argv
             code = oodmol.cli.main(argv[1:])

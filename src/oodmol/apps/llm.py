@@ -1,15 +1,6 @@
-"""oodmol llm: a language model's predictions for a task's test molecules (BOOM's
-appendix E), resumable, in the file format `oodmol evaluate predictions=...` scores.
-
-    oodmol llm task=csd10k_density split=ood backend=hf hf.model=<dir> out=llm.csv
-    oodmol evaluate task=csd10k_density split=ood predictions=llm.csv model_name=<name>
-
-The molecules are those of the persisted split train.py uses (and, with
-`max_molecules`, its subset). Answers without a number are kept in the answers file with
-their text and left out of the predictions file, so the evaluation flags the run as
-partial; requests that failed are asked again by the next run. Exit status: 0 when every
-molecule has an answer, 1 when some requests failed, 2 on a usage or settings error.
-"""
+"""A language model's predictions for a task's test molecules (BOOM's appendix E),
+resumable, in the file format `oodmol evaluate predictions=...` scores: the work of
+`oodmol llm` (`oodmol.cli.llm`)."""
 
 from __future__ import annotations
 
@@ -20,14 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from oodmol.command_line import UsageError, entry_point
-from oodmol.credentials import check_key_variable
 from oodmol.data.datamodule import checked_max_molecules
 from oodmol.data.subsets import subset
 from oodmol.data.task import TaskData, load_split, load_task
+from oodmol.errors import UsageError
 from oodmol.llm.answers import AnswerLog
 from oodmol.llm.backends import (
     Backend,
@@ -37,23 +27,10 @@ from oodmol.llm.backends import (
 )
 from oodmol.llm.parse import first_number
 from oodmol.llm.prompt import FewShot, PromptSpec, conversation
-from oodmol.overrides import tool_config
 
 log = logging.getLogger("oodmol.llm")
 BACKENDS = ("hf", "openai")
 MAX_SHOWN = 10  # unparseable answers and failures named in the summary
-
-
-@entry_point("oodmol llm", usage=__doc__)
-def main(argv: list[str]) -> int:
-    cfg = tool_config("llm", argv, required=("backend", "out"))
-    if cfg.backend not in BACKENDS:
-        raise UsageError(f"backend={cfg.backend!r}; one of {', '.join(BACKENDS)}")
-    if OmegaConf.is_missing(cfg[cfg.backend], "model"):
-        raise UsageError(f"{cfg.backend}.model=... is required: the model to ask")
-    if cfg.backend == "openai":
-        check_key_variable("openai.api_key_env", cfg.openai.api_key_env)
-    return run(cfg)
 
 
 def run(cfg: DictConfig) -> int:
@@ -203,7 +180,3 @@ def write_outputs(
     }
     out.with_name(out.stem + ".summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,21 +1,5 @@
-"""oodmol pretrain: self-supervised pretraining of a SMILES encoder (masked-language
-modelling for ChemBERTa, ModernBERT and MoLFormer, XLNet's permutation LM for the
-Regression Transformer), whose output folder fine-tuning starts from:
-
-    oodmol pretrain model=modernbert corpus=[qm9_homo,csd10k_density] out=pretrained/mb
-    oodmol pretrain model=chemberta corpus=molecules.smi out=pretrained/cb max_epochs=3
-    python train.py model=modernbert task=csd10k_density model.pretrained=pretrained/mb
-
-`corpus`: a SMILES file (one per line, or a CSV with a `smiles` column) or task names
-(their training and validation molecules under `split`). Every ID and OOD test molecule
-of the corpus's tasks and of `exclude` (by default every task of experiment=boom) is
-removed, compared by structure (canonical SMILES without stereo). The tokenizer is the
-one fine-tuning would build (the model's; atom-level from the corpus where the model has
-none), 5 % of the corpus (`holdout`) measures the validation loss, and `out/` gets the
-model (`save_pretrained` layout), `tokenizer.json`, `pretrain_summary.json` and
-`checkpoints/last.ckpt` (`resume=true` goes on from it). Settings: configs/pretrain.yaml.
-Exit status: 0 done, 2 a usage or settings error.
-"""
+"""Self-supervised pretraining of a SMILES encoder, whose output folder fine-tuning starts
+from: the work of `oodmol pretrain` (`oodmol.cli.pretrain`, which says what it writes)."""
 
 from __future__ import annotations
 
@@ -33,32 +17,18 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 
-from oodmol.apps.preflight import check_gpu
-from oodmol.command_line import UsageError, entry_point
 from oodmol.config import config_dir
 from oodmol.data.statistics import FeatureFact
 from oodmol.data.tokens import TokenFeatures
+from oodmol.errors import UsageError
 from oodmol.io import atomic_write_json
-from oodmol.overrides import names_of, tool_config
+from oodmol.overrides import names_of
 from oodmol.pretraining.corpus import Corpus, build_corpus, holdout_split
 from oodmol.pretraining.module import Pretraining, eval_loader, train_loader
 
 log = logging.getLogger("oodmol.pretrain")
 SUMMARY = "pretrain_summary.json"
 LAST = "last.ckpt"
-
-
-@entry_point("oodmol pretrain", usage=__doc__)
-def main(argv: list[str]) -> int:
-    cfg = tool_config("pretrain", argv, required=("corpus", "out"))
-    check_gpu(cfg)
-    if cfg.model.get("pretraining") is None:
-        raise UsageError(
-            f"model={cfg.model.name} has no pretraining objective (model.pretraining); "
-            "the SMILES transformers have one"
-        )
-    run(cfg)
-    return 0
 
 
 def run(cfg: DictConfig) -> dict:
@@ -232,7 +202,3 @@ def build_objective(cfg: DictConfig, facts: dict[str, int]) -> torch.nn.Module:
 
 def _number(value: float | torch.Tensor | None) -> float | None:
     return None if value is None else float(value)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

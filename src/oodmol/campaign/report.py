@@ -11,7 +11,6 @@ recall a random batch has on average: acquired / pool size).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +18,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from oodmol.bounded import read_json
-from oodmol.command_line import ToolParser, entry_point
 from oodmol.errors import InputError, MissingFileError
-from oodmol.figures import new_figure, write_outputs
+from oodmol.figures import new_figure
 
 GROUP = ["task", "model", "direction"]
 
@@ -118,20 +116,3 @@ def campaign_figure(table: pd.DataFrame) -> Figure:
         ax.set_ylim(-0.02, 1.02)
         ax.legend(fontsize=7)
     return figure
-
-
-@entry_point("oodmol campaign-report")
-def main(argv: list[str]) -> int:
-    parser = ToolParser(prog="oodmol campaign-report", description=__doc__)
-    parser.add_argument("campaigns", type=Path, nargs="+", help="campaign folders, or above")
-    parser.add_argument("--out", type=Path, required=True, help="folder for CSV/PNG/SVG")
-    args = parser.parse_args(argv)
-    table = campaign_table(campaign_rows(args.campaigns))
-    for path in write_outputs(table, campaign_figure(table), args.out, "campaigns"):
-        print(path)
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

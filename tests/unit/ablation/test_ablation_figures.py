@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from run_folders import PNG_MAGIC, run_folder
 
-from oodmol.ablation.__main__ import main
 from oodmol.ablation.runs import complete_runs
 from oodmol.ablation.transfer import data_correlation, transfer_table
+from oodmol.cli.ablation import augmentation
 
 
 def _augmentation_runs(root: Path) -> None:
@@ -36,7 +36,7 @@ def _augmentation_runs(root: Path) -> None:
 
 def test_augmentation_figure_normalises_by_the_n0_mean(tmp_path: Path, capsys) -> None:
     _augmentation_runs(tmp_path / "runs")
-    assert main(["augmentation", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    assert augmentation([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     table = pd.read_csv(tmp_path / "out" / "augmentation.csv")
     assert table["n_augment"].tolist() == [0, 100, 500]
     assert table["seeds"].tolist() == [2, 2, 1]
@@ -52,10 +52,10 @@ def test_augmentation_without_n0_or_with_two_holdouts_is_an_error(tmp_path: Path
     cfg = "split:\n  n_augment: {}\n"
     base = {"task": "t", "model": "mlp", "split": "ood_augmented", "seed": 0}
     run_folder(tmp_path / "a" / "1", {**base, "ood": {"rmse": 1.0, "n": 5}}, cfg.format(100))
-    assert main(["augmentation", str(tmp_path / "a"), "--out", str(tmp_path / "o")]) == 2
+    assert augmentation([str(tmp_path / "a"), "--out", str(tmp_path / "o")]) == 2
     assert "no run with n_augment=0" in capsys.readouterr().err
     run_folder(tmp_path / "a" / "0", {**base, "ood": {"rmse": 1.0, "n": 6}}, cfg.format(0))
-    assert main(["augmentation", str(tmp_path / "a"), "--out", str(tmp_path / "o")]) == 2
+    assert augmentation([str(tmp_path / "a"), "--out", str(tmp_path / "o")]) == 2
     assert "hold-outs of sizes [5, 6]" in capsys.readouterr().err
 
 

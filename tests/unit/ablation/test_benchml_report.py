@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from run_folders import PNG_MAGIC, run_folder
 
-from oodmol.ablation.__main__ import main
+from oodmol.cli.ablation import benchml
 
 FIT = {"fit": {"method": "krr", "kernel": "rbf"}}
 IDS = list(range(20))
@@ -98,10 +98,7 @@ def test_the_benchml_report_answers_from_the_runs(tmp_path: Path) -> None:
     )
     (boom / "table9_lipophilicity_rmse.csv").write_text("model,set,task,rmse,rmse_std\n")
     out = tmp_path / "out"
-    assert (
-        main(["benchml", str(tmp_path / "runs"), "--out", str(out), "--boom-tables", str(boom)])
-        == 0
-    )
+    assert benchml([str(tmp_path / "runs"), "--out", str(out), "--boom-tables", str(boom)]) == 0
     table = pd.read_csv(out / "benchml-rmse.csv").set_index(["representation", "regressor"])
     assert table.loc[("soap", "krr_rbf"), "ratio"] == pytest.approx(3.0)
     assert table.loc[("descriptors", "rf"), "ood_rmse"] == pytest.approx(6.0)  # two seeds
@@ -127,5 +124,5 @@ def test_the_benchml_report_answers_from_the_runs(tmp_path: Path) -> None:
 
 def test_a_folder_without_benchml_runs_is_an_error(tmp_path: Path, capsys) -> None:
     run_folder(tmp_path / "runs" / "x", {"task": "t", "model": "chemprop", "split": "ood"})
-    assert main(["benchml", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 2
+    assert benchml([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 2
     assert "no complete run of a BenchML regressor" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from run_folders import PNG_MAGIC, run_folder
 
-from oodmol.ablation.__main__ import main
+from oodmol.cli import ablation
 
 GRAPH3D = "oodmol.data.featurize.graph3d.Graph3D"
 # (model, geometry, seed, id rmse, ood rmse): schnet is better than painn on mmff, worse
@@ -67,8 +67,8 @@ def test_geometry_table_ranks_and_gaps(tmp_path: Path, capsys) -> None:
         '1,C,1,"",0.1,0.2,-1.5\n2,CC,1,"",0.3,0.4,-6.0\n'
     )
     out = tmp_path / "out"
-    argv = ["geometry", str(tmp_path / "runs"), "--out", str(out), "--changes", str(changes)]
-    assert main(argv) == 0
+    argv = [str(tmp_path / "runs"), "--out", str(out), "--changes", str(changes)]
+    assert ablation.geometry(argv) == 0
     table = pd.read_csv(out / "geometry.csv")
     schnet_mmff = table[(table["model"] == "schnet") & (table["geometry"] == "mmff")].iloc[0]
     assert schnet_mmff["seeds"] == 2
@@ -92,5 +92,5 @@ def test_geometry_table_ranks_and_gaps(tmp_path: Path, capsys) -> None:
 
 def test_no_geometry_runs_is_a_user_error(tmp_path: Path, capsys) -> None:
     run_folder(tmp_path / "runs" / "a", {"task": "t", "model": "mlp", "ood": {"rmse": 1.0}})
-    assert main(["geometry", str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 2
+    assert ablation.geometry([str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 2
     assert "experiment=geometry" in capsys.readouterr().err

@@ -4,7 +4,8 @@ reaches upwards even through other modules, and no modules import each other in 
 
 | layer | packages | what |
 |---|---|---|
-| apps | `oodmol.apps`, `oodmol.cli` | the entry points and the `oodmol` command |
+| cli | `oodmol.cli`, every package's `__main__` | the `oodmol` command and its tools |
+| apps | `oodmol.apps` | the Hydra applications, the work of llm, pretrain, reproduce |
 | analyses | benchmark, campaign, ablation, report | what turns runs into answers |
 | inference | `oodmol.inference` | a trained model read, predicting, re-scoring |
 | training | `oodmol.training` | a run's life, ensembles' members, sweeps |
@@ -34,7 +35,8 @@ LAYERS = (  # bottom to top
     ("training", ("oodmol.training",)),
     ("inference", ("oodmol.inference",)),
     ("analyses", ("oodmol.benchmark", "oodmol.campaign", "oodmol.ablation", "oodmol.report")),
-    ("apps", ("oodmol.apps", "oodmol.cli")),
+    ("apps", ("oodmol.apps",)),
+    ("cli", ("oodmol.cli",)),
 )
 
 
@@ -81,9 +83,12 @@ def module_named(name: str) -> str | None:
 
 def package(module: str) -> str:
     """The package a module belongs to for layering: `oodmol.<package>` for a module
-    inside one, the base for the modules at the top (but `oodmol.cli`, an entry point)."""
+    inside one, the base for the modules at the top; a package's `__main__` (what
+    `python -m oodmol.<package>` runs) is a door of the `oodmol` command, `oodmol.cli`'s."""
     parts = module.split(".")
-    if module == "oodmol.cli" or len(parts) == 1:
+    if parts[-1] == "__main__":
+        return "oodmol.cli"
+    if len(parts) == 1:
         return module
     if (SRC / "oodmol" / parts[1]).is_dir():
         return ".".join(parts[:2])
@@ -177,7 +182,14 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
 
 @pytest.mark.parametrize(
     ("module", "expected"),
-    [("oodmol.record", "base"), ("oodmol.cli", "apps"), ("oodmol.scoring.results", "scoring")],
+    [
+        ("oodmol.record", "base"),
+        ("oodmol.cli", "cli"),
+        ("oodmol.cli.data", "cli"),
+        ("oodmol.data.__main__", "cli"),
+        ("oodmol.apps.train", "apps"),
+        ("oodmol.scoring.results", "scoring"),
+    ],
 )
 def test_layers_of_known_modules(module: str, expected: str) -> None:
     assert LAYERS[layer(module)][0] == expected

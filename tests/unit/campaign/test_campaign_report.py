@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oodmol.campaign.report import campaign_figure, campaign_rows, campaign_table, main
+from oodmol.campaign.report import campaign_figure, campaign_rows, campaign_table
+from oodmol.cli.campaign import report
 
 
 def _campaign(folder: Path, rule: str, seed: int, recalls: list[float], rmse: list[float]) -> None:
@@ -76,18 +77,18 @@ def test_command_writes_csv_png_svg_and_refuses_what_it_cannot_tabulate(
     campaigns: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "figure"
-    assert main([str(campaigns), "--out", str(out)]) == 0
+    assert report([str(campaigns), "--out", str(out)]) == 0
     assert (out / "campaigns.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "campaigns.svg").is_file()
     assert len(pd.read_csv(out / "campaigns.csv")) == 4
-    assert main([str(tmp_path / "nothing-here"), "--out", str(out)]) == 2
+    assert report([str(tmp_path / "nothing-here"), "--out", str(out)]) == 2
     assert "no such folder" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
-    assert main([str(tmp_path / "empty"), "--out", str(out)]) == 2
+    assert report([str(tmp_path / "empty"), "--out", str(out)]) == 2
     assert "no recorded campaign round" in capsys.readouterr().err
     # campaigns of one rule whose rounds acquired differently are not averaged
     other = tmp_path / "a" / "greedy" / "0" / "rounds" / "1.json"
     record = json.loads(other.read_text())
     other.write_text(json.dumps({**record, "n_acquired": 12}))
-    assert main([str(campaigns), "--out", str(out)]) == 2
+    assert report([str(campaigns), "--out", str(out)]) == 2
     assert "campaigns acquired" in capsys.readouterr().err

@@ -101,11 +101,11 @@ def test_bad_campaign_arguments_are_refused_saying_why(arguments, message) -> No
 def test_a_train_override_that_cannot_compose_stops_the_campaign_before_any_run(
     capsys: pytest.CaptureFixture, tmp_path
 ) -> None:
-    from oodmol.campaign.__main__ import main
+    from oodmol.cli import main
 
     base = ["acquisition=greedy", "rounds=1", "batch=1", f"out={tmp_path / 'c'}"]
-    assert main([*base, "model=nope"]) == 2
+    assert main(["campaign", *base, "model=nope"]) == 2
     assert "model=nope: there is no model 'nope'" in capsys.readouterr().err
-    assert main([*base, "model.nokey=3"]) == 2
+    assert main(["campaign", *base, "model.nokey=3"]) == 2
     assert "model.nokey=3: there is no setting 'nokey' in model" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()

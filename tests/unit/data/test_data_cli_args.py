@@ -1,4 +1,4 @@
-"""`python -m oodmol.data` with a name it does not know: a short message on stderr and
+"""`oodmol data` with a name it does not know: a short message on stderr and
 exit status 2, before any data is read (in process; test_data_cli.py runs the real
 command line once)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from oodmol.cli import main
 from oodmol.config import config_dir
-from oodmol.data.__main__ import main
 
 
 @pytest.mark.parametrize(
@@ -25,7 +25,7 @@ from oodmol.data.__main__ import main
 def test_unknown_name_lists_the_available_ones(
     argument: str, group: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["prepare", "task=lipophilicity", argument]) == 2
+    assert main(["data", "prepare", "task=lipophilicity", argument]) == 2
     err = capsys.readouterr().err
     known = sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
     assert len(known) >= 3
@@ -37,7 +37,7 @@ def test_unknown_name_lists_the_available_ones(
 
 
 def test_unknown_command_is_named(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["exprot", "task=lipophilicity"]) == 2
+    assert main(["data", "exprot", "task=lipophilicity"]) == 2
     err = capsys.readouterr().err
     assert err == (
         "[oodmol data] unknown command 'exprot'; give one of export, prepare, card, geometry "
@@ -52,7 +52,7 @@ def test_one_featurizer_without_brackets_is_one_name(
     rows = [f"{'C' * k},{k * 0.5}" for k in range(1, 21)]
     path = make_csv("chains.csv", "smiles,y", rows)
     args = ["task=csv", f"task.path={path}", "task.target_column=y", "progress=false"]
-    assert main(["prepare", *args, "featurizers=morgan"]) == 0
+    assert main(["data", "prepare", *args, "featurizers=morgan"]) == 0
     assert "[oodmol] morgan features: 20 molecules in" in capsys.readouterr().out
 
 
@@ -64,7 +64,7 @@ def test_geometry_command_builds_checks_and_reports(
     rows = [f"{'C' * k}O,{k * 0.5}" for k in range(1, 21)] + ["C1#CC1,3.0"]  # no conformer
     path = make_csv("alcohols.csv", "smiles,y", rows)
     args = ["task=csv", f"task.path={path}", "task.target_column=y", "progress=false"]
-    assert main(["geometry", *args, "threads=1", "conformers=mmff"]) == 0
+    assert main(["data", "geometry", *args, "threads=1", "conformers=mmff"]) == 0
     out = capsys.readouterr().out
     assert "[oodmol] mmff geometries of csv-alcohols: 20 of 21 pass the checks, 1 fail" in out
     assert "[oodmol]   1 no geometry" in out
@@ -82,7 +82,7 @@ def test_representations_are_prepared_as_the_regressors_read_them(
     counts: radius 3, counts); an unknown one is named with the choices."""
     path = make_csv("chains.csv", "smiles,y", [f"{'C' * k}O,{k * 0.5}" for k in range(1, 21)])
     args = ["task=csv", f"task.path={path}", "task.target_column=y", "progress=false"]
-    assert main(["prepare", *args, "featurizers=[]", "representations=[ecfp6_counts]"]) == 0
+    assert main(["data", "prepare", *args, "featurizers=[]", "representations=[ecfp6_counts]"]) == 0
     assert "[oodmol] ecfp6_counts features: 20 molecules in" in capsys.readouterr().out
-    assert main(["prepare", *args, "representations=[xyzzy]"]) == 2
+    assert main(["data", "prepare", *args, "representations=[xyzzy]"]) == 2
     assert "there is no representation 'xyzzy'" in capsys.readouterr().err

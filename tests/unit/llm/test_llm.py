@@ -11,7 +11,7 @@ import pytest
 from hydra.utils import instantiate
 from llm_helpers import StubServer, save_tiny_causal_lm, stub_server
 
-from oodmol.apps.llm import main
+from oodmol.cli.llm import main
 from oodmol.config import compose_config
 from oodmol.llm.answers import AnswerLog, AnswerLogError
 from oodmol.llm.backends import BackendError, HFBackend, OpenAIBackend, RequestFailed

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from oodmol.cli import main
 from oodmol.record import SCHEMA, RecordError, RunRecord, iter_runs, read_record
-from oodmol.report.__main__ import main as report_main
 from oodmol.report.collect import collect_runs
 
 SCHEMA_1 = Path(__file__).with_name("data") / "metrics_schema1.json"
@@ -43,7 +43,7 @@ def test_a_run_recorded_before_schemas_is_on_the_leaderboard(tmp_path: Path) -> 
     runs = collect_runs(tmp_path / "runs").runs
     assert list(runs["model_name"]) == ["mlp"]
     assert runs.loc[0, "ood.rmse"] == json.loads(SCHEMA_1.read_text())["ood"]["rmse"]
-    assert report_main([str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     assert "mlp" in (tmp_path / "out" / "runs.csv").read_text()
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oodmol.apps.uq import main
+from oodmol.cli.uq import combine
 from oodmol.training.ensembles import MemberError, combine_members, find_members
 from oodmol.uq.seeds import member_seed
 
@@ -78,7 +78,7 @@ def test_cli_finds_members_in_index_order_and_matches_the_function(tmp_path):
     for k in (1, 0):
         write_member(tmp_path / "run", k)
     assert [p.name for p in find_members(tmp_path / "run")] == ["0", "1"]
-    assert main(["combine", str(tmp_path / "run" / "members"), "--out", str(tmp_path / "a")]) == 0
+    assert combine([str(tmp_path / "run" / "members"), "--out", str(tmp_path / "a")]) == 0
     combine_members(find_members(tmp_path / "run"), tmp_path / "b")
     a = pd.read_csv(tmp_path / "a" / "predictions.csv")
     pd.testing.assert_frame_equal(a, pd.read_csv(tmp_path / "b" / "predictions.csv"))
@@ -108,7 +108,7 @@ def test_members_of_different_runs_are_refused(tmp_path, second, message):
 
 
 def test_cli_reports_a_folder_without_members(tmp_path, capsys):
-    assert main(["combine", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert combine([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert "no ensemble member" in capsys.readouterr().err
 
 
@@ -117,9 +117,9 @@ def test_cli_runs_the_chosen_calibrators_and_evaluators(tmp_path):
     for k in (0, 1):
         write_member(tmp_path / "run", k)
     members, out = str(tmp_path / "run"), str(tmp_path / "out")
-    argv = ["combine", members, "--out", out, "--calibrators", "zscaling", "--evaluators", "nll"]
-    assert main(argv) == 0
+    argv = [members, "--out", out, "--calibrators", "zscaling", "--evaluators", "nll"]
+    assert combine(argv) == 0
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert list(metrics["uq_recalibrated"]) == ["zscaling"]
     assert list(metrics["uq"]["ood"]["total"]) == ["n", "nll"]
-    assert main(["combine", members, "--out", out, "--evaluators", "auce"]) == 2
+    assert combine([members, "--out", out, "--evaluators", "auce"]) == 2

@@ -10,13 +10,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from oodmol.errors import UserError, door, without_debug_flag
+from oodmol.errors import UsageError, door, without_debug_flag
 
 Main = Callable[[list[str]], int | None]
-
-
-class UsageError(UserError):
-    """A command line the tool cannot run: a missing or unknown argument."""
 
 
 class ToolParser(argparse.ArgumentParser):

@@ -3,26 +3,22 @@ trained as separate jobs, combined into its run."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from oodmol.command_line import ToolParser, entry_point
+from oodmol.cli.entry import ToolParser, entry_point
 from oodmol.training.ensembles import combine_members, find_members
 from oodmol.uq.calibrators import CALIBRATORS
 from oodmol.uq.evaluators import EVALUATORS
 
 
 @entry_point("oodmol uq")
-def main(argv: list[str]) -> int:
-    parser = ToolParser(prog="oodmol uq", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    combine = commands.add_parser(
-        "combine", help="combine ensemble members (uq.member=<k> runs) into one run"
-    )
-    combine.add_argument("members", type=Path, help="folder searched for member runs")
-    combine.add_argument("--out", type=Path, required=True, help="folder for the result")
+def combine(argv: list[str]) -> int:
+    """`oodmol uq combine`: the members' runs (uq.member=<k>) combined into one run."""
+    parser = ToolParser(prog="oodmol uq combine", description=__doc__)
+    parser.add_argument("members", type=Path, help="folder searched for member runs")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the result")
     for option, registry in (("--calibrators", CALIBRATORS), ("--evaluators", EVALUATORS)):
-        combine.add_argument(
+        parser.add_argument(
             option,
             nargs="*",
             choices=list(registry),
@@ -33,7 +29,3 @@ def main(argv: list[str]) -> int:
     combine_members(member_dirs, args.out, args.calibrators, args.evaluators)
     print(f"combined {len(member_dirs)} members into {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
