@@ -9,7 +9,7 @@ usage() {
 Usage: scripts/prepare_data.sh [options] [-- overrides...]
 
 For every task and split, runs
-  python -m oodmol.data prepare task=<task> split=<split> featurizers=[<featurizers>]
+  oodmol data prepare task=<task> split=<split> featurizers=[<featurizers>]
 which validates the task's data, writes its split file and builds its feature caches
 under OODMOL_DATA_DIR (default: data/, see data/README.md).
 

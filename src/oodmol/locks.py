@@ -86,7 +86,7 @@ def _read_only(problem: str, folder: Path, error: OSError) -> ReadOnlyCacheError
     return ReadOnlyCacheError(
         f"{problem}, and this process cannot build it: it may not write to {folder} "
         f"({error.strerror}). Build it once where that folder is writable (for example "
-        "`python -m oodmol.data prepare task=<task> split=<split>` run by the folder's "
+        "`oodmol data prepare task=<task> split=<split>` run by the folder's "
         "owner), or set OODMOL_DATA_DIR (paths.data_dir) to a folder you can write to."
     )
 

@@ -1,4 +1,4 @@
-"""`python -m oodmol.data` end to end on the small public data sets and a user's file.
+"""`oodmol data` end to end on the small public data sets and a user's file.
 
 One data dir is shared by the whole module, so each data set is validated once.
 """
@@ -44,7 +44,7 @@ def failing_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FailingRu
     env["OODMOL_SOURCE_DIR"] = str(root / "empty")
     running = {
         name: subprocess.Popen(
-            [sys.executable, "-m", "oodmol.data", *args, "progress=false"],
+            [sys.executable, "-m", "oodmol.cli", "data", *args, "progress=false"],
             env=env,
             cwd=root,
             stdout=subprocess.PIPE,
@@ -81,7 +81,7 @@ def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess:
     """The data CLI with OODMOL_DATA_DIR=root/data (OODMOL_SOURCE_DIR as inherited)."""
     env = {**os.environ, "OODMOL_DATA_DIR": str(root / "data")}
     return subprocess.run(
-        [sys.executable, "-m", "oodmol.data", *args, "progress=false"],
+        [sys.executable, "-m", "oodmol.cli", "data", *args, "progress=false"],
         env=env,
         cwd=root,
         capture_output=True,

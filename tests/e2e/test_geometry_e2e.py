@@ -18,7 +18,7 @@ SCHNET = ["hidden_channels=8", "num_filters=8", "num_interactions=1"]
 def test_both_geometries_train_on_the_same_molecules_and_are_compared(tmp_path) -> None:
     task = TinyTask.create(tmp_path)
     try:
-        data = ["-m", "oodmol.data", "geometry", *task.task_args(), *QUIET]
+        data = ["-m", "oodmol.cli", "data", "geometry", *task.task_args(), *QUIET]
         report = task.run([*data, "conformers=xtb"], timeout=1200)
         report.ok()
         assert "xtb geometries of" in report.stdout

@@ -68,7 +68,7 @@ def _record(model, task, seed, split_hash="abc123def456"):
 
 def _run_cli(runs_dir, out_dir):
     return subprocess.run(
-        [sys.executable, "-m", "oodmol.report", str(runs_dir), "--out", str(out_dir)],
+        [sys.executable, "-m", "oodmol.cli", "report", str(runs_dir), "--out", str(out_dir)],
         capture_output=True,
         text=True,
         timeout=60,

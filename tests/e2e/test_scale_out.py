@@ -40,7 +40,7 @@ def scale(tmp_path_factory: pytest.TempPathFactory):
     # both models take these; each keeps its own width / number of trees
     sweep = ["train.py", "-m", "model=mlp,rf", *common, *MORGAN, "model.max_epochs=2"]
 
-    board = ["-m", "oodmol.report", str(root / "sweep_basic"), "--out", str(root / "board")]
+    board = ["-m", "oodmol.cli", "report", str(root / "sweep_basic"), "--out", str(root / "board")]
     task.submit_chain(
         ("basic", [*sweep, f"hydra.sweep.dir={root / 'sweep_basic'}"]), ("report", board)
     )

@@ -87,7 +87,7 @@ def slurm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory):
     task.notes["cluster"] = cluster
 
     sweep = [*multirun, *SWEEP]
-    board = ["-m", "oodmol.report", str(root / "sweep_slurm"), "--out", str(root / "board")]
+    board = ["-m", "oodmol.cli", "report", str(root / "sweep_slurm"), "--out", str(root / "board")]
     task.submit_chain(
         ("sweep_slurm", [*sweep, *launcher(cluster), f"hydra.sweep.dir={root / 'sweep_slurm'}"]),
         ("report", board),

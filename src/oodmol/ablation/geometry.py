@@ -7,7 +7,7 @@ model and geometry (`conformers`; a model that reads no 3D geometry is "2d"). Pe
 mean and sd over seeds of the ID and OOD RMSE; per task and geometry the 3D models' OOD
 rank (1: lowest RMSE) and each 3D model's OOD RMSE over the best 2D model's (the gap).
 
-Per molecule, with a geometry report (`python -m oodmol.data geometry conformers=xtb`,
+Per molecule, with a geometry report (`oodmol data geometry conformers=xtb`,
 its CSV): the change of a model's absolute error from its MMFF94 run to its GFN2-xTB run
 of the same task and seed, against how far GFN2-xTB moved the molecule (RMSD) and how
 much energy it gained.

@@ -1,4 +1,4 @@
-"""The commands of `oodmol data` (also `python -m oodmol.data <command> ...`):
+"""The commands of `oodmol data` (`oodmol data <command> ...`):
 
 export    write the split as CSV (mol_id,smiles,target,set) to out=<file.csv>
 prepare   build the data set, the split and the feature caches ahead of a sweep

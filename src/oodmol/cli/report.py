@@ -1,4 +1,4 @@
-"""oodmol report <runs> --out <dir> (or python -m oodmol.report ...): collect the runs below
+"""oodmol report <runs> --out <dir>: collect the runs below
 a folder; write the leaderboard tables, figures and web site."""
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Leaderboard over training runs: ``python -m oodmol.report <runs_dir> --out <dir>``."""
+"""Leaderboard over training runs: ``oodmol report <runs_dir> --out <dir>``."""

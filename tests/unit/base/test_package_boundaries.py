@@ -4,7 +4,7 @@ reaches upwards even through other modules, and no modules import each other in 
 
 | layer | packages | what |
 |---|---|---|
-| cli | `oodmol.cli`, every package's `__main__` | the `oodmol` command and its tools |
+| cli | `oodmol.cli` | the `oodmol` command and its tools |
 | apps | `oodmol.apps` | the Hydra applications, the work of llm, pretrain, reproduce |
 | analyses | benchmark, campaign, ablation, report | what turns runs into answers |
 | inference | `oodmol.inference` | a trained model read, predicting, re-scoring |
@@ -83,11 +83,8 @@ def module_named(name: str) -> str | None:
 
 def package(module: str) -> str:
     """The package a module belongs to for layering: `oodmol.<package>` for a module
-    inside one, the base for the modules at the top; a package's `__main__` (what
-    `python -m oodmol.<package>` runs) is a door of the `oodmol` command, `oodmol.cli`'s."""
+    inside one, the base for the modules at the top."""
     parts = module.split(".")
-    if parts[-1] == "__main__":
-        return "oodmol.cli"
     if len(parts) == 1:
         return module
     if (SRC / "oodmol" / parts[1]).is_dir():
@@ -186,7 +183,6 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
         ("oodmol.record", "base"),
         ("oodmol.cli", "cli"),
         ("oodmol.cli.data", "cli"),
-        ("oodmol.data.__main__", "cli"),
         ("oodmol.apps.train", "apps"),
         ("oodmol.scoring.results", "scoring"),
     ],

@@ -143,12 +143,3 @@ def test_every_hydra_app_answers_its_help(words: tuple[str, ...], app: HydraApp)
     shown = oodmol(*words, "--help")
     assert shown.returncode == 0, shown.stderr
     assert "powered by Hydra" in shown.stdout
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("package", ["data", "report"])
-def test_a_packages_module_runs_its_command(package: str) -> None:
-    """`python -m oodmol.<package>` stays the `oodmol <package>` command."""
-    shown = python_m(f"oodmol.{package}", "--help")
-    assert shown.returncode == 0, shown.stderr
-    assert f"oodmol {package}" in shown.stdout

@@ -284,7 +284,15 @@ def test_a_stopped_feature_build_ends_with_one_message_and_no_temporary_file(
     data_dir = tmp_path / "data"
     token = f"{tmp_path.name}-{signum.name}"
     env = {**os.environ, "OODMOL_DATA_DIR": str(data_dir), "OODMOL_TEST_RUN": token}
-    command = [sys.executable, "-m", "oodmol.data", "prepare", "task=csv", f"task.path={csv}"]
+    command = [
+        sys.executable,
+        "-m",
+        "oodmol.cli",
+        "data",
+        "prepare",
+        "task=csv",
+        f"task.path={csv}",
+    ]
     command += ["task.target_column=y", "featurizers=descriptors"]
     stderr = tmp_path / "stderr.txt"
     # its progress bar: at the start (workers starting), or once molecules are done
