@@ -14,7 +14,12 @@ def answered_before_start(cfg: DictConfig) -> int | None:
     """A single run whose folder already holds it (done: exit 0), holds another run, or
     is held by a process training into it now (refused) is answered here, before Hydra
     writes its job record (`.hydra/`) into that folder, so the record there stays that
-    of the run it holds."""
+    of the run it holds. A DDP rank other than 0 is a process rank 0 started, training
+    into the folder rank 0 holds: it is not asked."""
+    from oodmol.parallel import global_rank
+
+    if global_rank() != 0:
+        return None
     uq = cfg.get("uq") or {}
     if uq.get("members", 1) > 1 and uq.get("member") is None:
         return None  # an ensemble's folder holds its members' runs
