@@ -75,14 +75,13 @@ def benchmark_tasks(benchmark: str, source: str | None = None) -> list[str]:
 
 def compose_config(name: str, overrides: list[str]) -> DictConfig:
     """Compose configs/<name>.yaml with command-line style overrides; inside a running
-    Hydra application too (whose own state is put back afterwards)."""
-    running = GlobalHydra.instance().is_initialized()
-    backup = get_gh_backup() if running else None
-    if running:
-        GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+    Hydra application with its search path (a user's `--config-dir` included, where their
+    own models and tasks live), its own state put back afterwards."""
+    if GlobalHydra.instance().is_initialized():
+        backup = get_gh_backup()
+        try:
             return compose(config_name=name, overrides=overrides)
-    finally:
-        if running:
+        finally:
             restore_gh_from_backup(backup)
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
