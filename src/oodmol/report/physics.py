@@ -20,13 +20,17 @@ from oodmol.report.figures import save_figure
 from oodmol.report.tables import flags
 
 PHYSICS_ALONE = "mean Δphysics"
+FULL_RUN_FLAGS = {"left_out"}
 KINDS = ("physics alone", "best without physics", "best with physics")
 
 
 def physics_rows(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per model label and task of the collected full runs (no [flag]): mean OOD
-    and ID RMSE over seeds, seeds, and whether the model uses physics."""
-    runs = runs[[not flags(m) for m in runs["model"]]]
+    """One row per model label and task of the collected full runs: mean OOD and ID RMSE
+    over seeds, seeds, and whether the model uses physics. A run that left out molecules
+    it could not represent (`[left_out]`: no conformer, an SCF that failed; named in its
+    record) is a full run and keeps its flag in its label; a subset or a shortened run is
+    not one."""
+    runs = runs[[set(flags(m)) <= FULL_RUN_FLAGS for m in runs["model"]]]
     rows = (
         runs.groupby(["task", "model"])
         .agg(
@@ -41,9 +45,17 @@ def physics_rows(runs: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
+def _unflagged(label: str) -> str:
+    """The label without its flags ("mean Δphysics [left_out]" → "mean Δphysics")."""
+    return label.split(" [")[0]
+
+
 def uses_physics(label: str) -> bool:
-    """A model that reads the physics estimates: as its baseline or as its features."""
-    return "Δphysics" in label or label.startswith("physics-")
+    """A model that reads the physics estimates: as its baseline, or in its representation
+    ("physics-krr_rbf", "descriptors_physics-ridge")."""
+    name = _unflagged(label).split(" ")[0]
+    representation = name.rpartition("-")[0]
+    return "Δphysics" in label or "physics" in representation.split("_")
 
 
 def boom_best() -> pd.DataFrame:
@@ -70,9 +82,11 @@ def physics_table(rows: pd.DataFrame) -> pd.DataFrame:
     for task, part in rows.groupby("task"):
         line: dict = {"task": task}
         chosen = {
-            "physics alone": part[part["model"] == PHYSICS_ALONE],
+            "physics alone": part[part["model"].map(_unflagged) == PHYSICS_ALONE],
             "best without physics": part[~part["physics"]],
-            "best with physics": part[part["physics"] & (part["model"] != PHYSICS_ALONE)],
+            "best with physics": part[
+                part["physics"] & (part["model"].map(_unflagged) != PHYSICS_ALONE)
+            ],
         }
         for kind, candidates in chosen.items():
             best = candidates.loc[candidates["ood_rmse"].idxmin()] if len(candidates) else None

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from oodmol.report.physics import boom_best, physics_table, uses_physics
+from oodmol.report.physics import boom_best, physics_rows, physics_table, uses_physics
 
 
 def test_booms_best_is_the_lowest_ood_rmse_of_its_tables() -> None:
@@ -37,3 +37,39 @@ def test_each_kind_keeps_its_best_model() -> None:
     assert line["best with physics: OOD/ID"] == pytest.approx(1.5)
     assert line["best oodmol / BOOM"] == pytest.approx(0.009 / 0.0126)
     assert not math.isnan(line["boom_ratio"])
+
+
+def test_runs_that_left_out_unrepresentable_molecules_count_subsets_do_not() -> None:
+    runs = pd.DataFrame(
+        {
+            "task": ["csd10k_hof"] * 3,
+            "model": [
+                "descriptors_physics-ridge [left_out]",
+                "descriptors_physics-ridge [subset, left_out]",
+                "rf",
+            ],
+            "ood.rmse": [12.0, 11.0, 140.0],
+            "id.rmse": [7.0, 6.0, 24.0],
+            "seed": [0, 0, 0],
+        }
+    )
+    rows = physics_rows(runs).set_index("model")
+    assert list(rows.index) == ["descriptors_physics-ridge [left_out]", "rf"]
+    assert rows.loc["descriptors_physics-ridge [left_out]", "physics"]
+    assert not rows.loc["rf", "physics"]
+
+
+@pytest.mark.parametrize(
+    ("label", "reads_physics"),
+    [
+        ("mean Δphysics [left_out]", True),
+        ("rf Δphysics", True),
+        ("physics-krr_rbf", True),
+        ("descriptors_physics-ridge [left_out]", True),
+        ("descriptors-ridge", False),
+        ("rf", False),
+        ("physchem-krr_rbf", False),
+    ],
+)
+def test_which_models_read_the_physics(label: str, reads_physics: bool) -> None:
+    assert uses_physics(label) is reads_physics
