@@ -30,7 +30,7 @@ from oodmol.report.figures.panels import (
 )
 from oodmol.report.notebook import read_predictions
 from oodmol.report.representation import representation
-from oodmol.report.statistics import (
+from oodmol.report.significance import (
     cluster_order,
     gaussian_process_fit,
     group_scores,

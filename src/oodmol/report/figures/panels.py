@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from scipy.stats import norm
 
 from oodmol.report.notebook import SET_COLOURS, draw_parity
-from oodmol.report.statistics import GaussianProcessFit
+from oodmol.report.significance import GaussianProcessFit
 from oodmol.report.tables import flags
 
 PER_ROW = 3
