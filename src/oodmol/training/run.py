@@ -67,7 +67,7 @@ from oodmol.training.run_folder import (
     plan_run,
     read_run_entry,
 )
-from oodmol.training.test_evaluation import TestEvaluation
+from oodmol.training.scoring_callback import TestEvaluation
 from oodmol.training.transfer import apply_transfer
 
 log = logging.getLogger("oodmol.train")
