@@ -23,7 +23,7 @@ from oodmol.campaign.driver import Campaign
 from oodmol.campaign.settings import parse_arguments
 from oodmol.cli.entry import ToolParser, entry_point
 from oodmol.errors import UsageError
-from oodmol.figures import write_outputs
+from oodmol.plotting import write_outputs
 
 
 @entry_point("oodmol campaign", usage=__doc__)
