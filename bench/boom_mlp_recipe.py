@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 from sklearn.neural_network import MLPRegressor
 
-from oodmol.benchmark.task import load
+from oodmol.benchmark.benchmark_task import load
 from oodmol.data.features import VectorFeatures
 from oodmol.metrics.regression import binned_r2, pearson_r2
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 from sklearn.ensemble import RandomForestRegressor
 
-from oodmol.models.tree_arrays import ForestArrays
+from oodmol.models.fitted.tree_arrays import ForestArrays
 
 
 def best_seconds(predict: Callable[[], np.ndarray], repeats: int) -> tuple[float, np.ndarray]:

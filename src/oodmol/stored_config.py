@@ -55,11 +55,15 @@ CHOICES = {
     "trainer.precision": ("64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true"),
     "trainer.accelerator": ("cpu", "gpu", "cuda", "mps", "auto"),
 }
-# classes that moved, by their earlier names: a checkpoint written before a move names
-# the old place, which is rewritten (as data) to the new one before the check
-MOVED_TARGETS = {
-    f"oodmol.models.likelihood.{name}": f"oodmol.uq.likelihood.{name}"
-    for name in ("AbsoluteErrorLikelihood", "GaussianLikelihood")
+# modules that moved, by their earlier names: a checkpoint written before a move names its
+# classes at the old place, which is rewritten (as data) to the new one before the check
+MOVED_MODULES = {
+    "oodmol.models.likelihood": "oodmol.uq.likelihood",
+    "oodmol.models.sklearn": "oodmol.models.fitted.forest",
+    "oodmol.models.training_mean": "oodmol.models.fitted.training_mean",
+    "oodmol.models.kernel_regression": "oodmol.models.fitted.kernel_regression",
+    "oodmol.models.rt": "oodmol.models.rt.regression_transformer",
+    "oodmol.models.rt_pretraining": "oodmol.models.rt.pretraining",
 }
 
 
@@ -340,12 +344,18 @@ def _moved(node: Any) -> Any:
     """A copy of `node` with the earlier names of moved targets replaced."""
     if isinstance(node, Mapping):
         return {
-            k: MOVED_TARGETS.get(v, v) if k == TARGET and isinstance(v, str) else _moved(v)
+            k: _moved_target(v) if k == TARGET and isinstance(v, str) else _moved(v)
             for k, v in node.items()
         }
     if isinstance(node, list | tuple):
         return [_moved(v) for v in node]
     return node
+
+
+def _moved_target(target: str) -> str:
+    """`target` at its module's present place."""
+    module, _, name = target.rpartition(".")
+    return f"{MOVED_MODULES[module]}.{name}" if module in MOVED_MODULES else target
 
 
 def _leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:

@@ -16,8 +16,8 @@ import pytest
 from e2e_helpers import MLP, OOD_SIZE, QUIET, TASK_NAME, TinyTask, hand_binned, hand_metrics
 from sklearn.linear_model import BayesianRidge, Ridge
 
+import oodmol.benchmark.benchmark_task
 import oodmol.benchmark.runner
-import oodmol.benchmark.task
 from oodmol import benchmark
 from oodmol.benchmark import BenchmarkTask, PredictionError
 from oodmol.report.collect import collect_runs
@@ -218,7 +218,7 @@ def test_cached_features_and_conformers(api: TinyTask) -> None:
     assert positions.shape == (len(atoms), 3)
 
 
-@pytest.mark.parametrize("module", [oodmol.benchmark.task, oodmol.benchmark.runner])
+@pytest.mark.parametrize("module", [oodmol.benchmark.benchmark_task, oodmol.benchmark.runner])
 def test_docstring_examples_run(api: TinyTask, module) -> None:
     result = doctest.testmod(
         module, extraglobs={"tiny_csv": str(api.csv)}, optionflags=doctest.ELLIPSIS

@@ -22,8 +22,8 @@ from oodmol.data.batches import VectorBatch
 from oodmol.inference.checkpoint import CheckpointError
 from oodmol.inference.predict import predict_file
 from oodmol.inference.rescore import score_checkpoint
-from oodmol.models.sklearn import RandomForestModule
-from oodmol.models.tree_arrays import ForestArrays
+from oodmol.models.fitted.forest import RandomForestModule
+from oodmol.models.fitted.tree_arrays import ForestArrays
 from oodmol.training.run_folder import RunFolderError, read_run_entry
 
 REPO = REPO

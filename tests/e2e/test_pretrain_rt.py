@@ -20,7 +20,7 @@ from oodmol.config import compose_config
 from oodmol.data.batches import TokenBatch
 from oodmol.data.rt_tokens import FIXED_TOKENS, RTFeatures
 from oodmol.models.backbones.rt import RTLanguageModel
-from oodmol.models.rt_pretraining import MOLECULE_START, RTPermutationLM, SpanPermutation
+from oodmol.models.rt.pretraining import MOLECULE_START, RTPermutationLM, SpanPermutation
 from oodmol.pretraining.masking import IGNORE
 
 SMILES = ["CC(C)(C)c1cc(C=NO)c(O)c(C(C)(C)C)c1", "O=C(O)c1ccc([N+](=O)[O-])cc1Cl", "CCBr"]

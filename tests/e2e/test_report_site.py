@@ -21,7 +21,7 @@ from report_helpers import SITE_MODELS, SITE_SEEDS, SITE_TASKS, write_site_runs
 from scipy.stats import kruskal
 
 from oodmol.report.boom_reference import boom_paper
-from oodmol.report.statistics import SCORE
+from oodmol.report.significance import SCORE
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from oodmol.predictions import SetPredictions
-from oodmol.record import RunRecord
+from oodmol.run_record import RunRecord
 from oodmol.scoring.results import write_results
 from oodmol.uq.calibrators import CONFORMAL_NOTE
 from oodmol.uq.evaluators import EVALUATORS, evaluate

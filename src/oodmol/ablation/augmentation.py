@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from oodmol.ablation.runs import Run
 from oodmol.errors import InputError
-from oodmol.figures import new_figure
+from oodmol.plotting import new_figure
 
 SPLIT = "ood_augmented"
 

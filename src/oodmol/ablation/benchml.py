@@ -37,7 +37,7 @@ from matplotlib.ticker import NullFormatter
 from oodmol.ablation.learning_curve import curve_statistics
 from oodmol.ablation.runs import Run
 from oodmol.errors import InputError
-from oodmol.figures import new_figure, write_outputs
+from oodmol.plotting import new_figure, write_outputs
 from oodmol.predictions import read_predictions_file
 
 FULL_SPLIT = "ood"

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from oodmol.ablation.runs import Run
 from oodmol.errors import InputError
-from oodmol.figures import new_figure
+from oodmol.plotting import new_figure
 from oodmol.predictions import read_predictions_file
 
 FLAT = "2d"  # the geometry of a model that reads none

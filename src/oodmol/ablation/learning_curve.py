@@ -17,9 +17,7 @@ from matplotlib.figure import Figure
 
 from oodmol.ablation.runs import Run
 from oodmol.errors import InputError
-from oodmol.figures import new_figure
-
-SETS = {"id": "ID", "ood": "OOD"}
+from oodmol.plotting import SET_LABELS, new_figure
 
 
 def learning_curve_rows(runs: list[Run]) -> pd.DataFrame:
@@ -83,7 +81,7 @@ def curve_statistics(group: pd.DataFrame, keys: dict) -> list[dict]:
     sd of the RMSE, and the set's power law fitted over every run, each row led by
     `keys` (what the curve is of)."""
     out = []
-    for name, label in SETS.items():
+    for name, label in SET_LABELS.items():
         a, b = power_law(group["n_train"], group[f"{name}_rmse"])
         stats = group.groupby("fraction").agg(
             n_train=("n_train", "mean"),

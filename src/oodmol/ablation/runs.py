@@ -1,5 +1,5 @@
 """The finished runs below a folder, as the ablation figures read them: their records
-(`oodmol.record`), ensemble members and search trials left out."""
+(`oodmol.run_record`), ensemble members and search trials left out."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from oodmol.errors import InputError, MissingFileError
-from oodmol.record import RunRecord, iter_runs
+from oodmol.run_record import RunRecord, iter_runs
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from oodmol.ablation.runs import Run
 from oodmol.errors import InputError
-from oodmol.figures import new_figure
+from oodmol.plotting import new_figure
 
 RULES = {  # selection rule -> the column of a draw it minimises
     "id_val": "val_id_loss",

@@ -21,7 +21,7 @@ import oodmol.config  # noqa: F401  (registers the resolvers task configs use)
 from oodmol.ablation.runs import Run
 from oodmol.data.task import load_task
 from oodmol.errors import InputError
-from oodmol.figures import new_figure
+from oodmol.plotting import new_figure
 from oodmol.stored_config import rebuild
 
 Correlation = Callable[[dict, dict], float]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oodmol.errors import InputError
-from oodmol.record import read_record
+from oodmol.run_record import read_record
 from oodmol.training.child import run_train
 from oodmol.training.run_folder import CHECKPOINT_DIR
 

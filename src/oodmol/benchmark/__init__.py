@@ -10,8 +10,8 @@ them exactly as train.py's runs are scored, or fit a scikit-learn model in one c
     benchmark.run(my_sklearn_regressor, "qm9_gap", features="descriptors", seeds=(0, 1, 2))
 """
 
+from oodmol.benchmark.benchmark_task import BenchmarkTask, load, tasks
 from oodmol.benchmark.evaluation import PredictionError, evaluate
 from oodmol.benchmark.runner import run
-from oodmol.benchmark.task import BenchmarkTask, load, tasks
 
 __all__ = ["BenchmarkTask", "PredictionError", "evaluate", "load", "run", "tasks"]

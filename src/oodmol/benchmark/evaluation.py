@@ -15,7 +15,7 @@ from oodmol.comparability import EXTERNAL
 from oodmol.errors import UserError
 from oodmol.names import check_name, inside
 from oodmol.predictions import SetPredictions, std_columns
-from oodmol.record import METRICS_FILE, TEST_SETS, RunRecord
+from oodmol.run_record import METRICS_FILE, TEST_SETS, RunRecord
 from oodmol.scoring.results import scored, write_results
 from oodmol.scoring.values import value_problems
 

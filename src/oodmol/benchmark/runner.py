@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
+from oodmol.benchmark.benchmark_task import TEST_SETS, BenchmarkTask, load
 from oodmol.benchmark.evaluation import evaluate
-from oodmol.benchmark.task import TEST_SETS, BenchmarkTask, load
 from oodmol.data.features import VectorFeatures
 
 

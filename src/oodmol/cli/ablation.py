@@ -31,7 +31,7 @@ from oodmol.ablation.selection import selection_figure, selection_rows, selectio
 from oodmol.ablation.transfer import data_correlation, transfer_figure, transfer_table
 from oodmol.ablation.transfer_runs import plan, run_study
 from oodmol.cli.entry import ToolParser, entry_point
-from oodmol.figures import write_outputs
+from oodmol.plotting import write_outputs
 
 QM9 = "alpha,cv,gap,homo,lumo,mu,r2,zpve"
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oodmol.campaign import report as campaign_report
+from oodmol.campaign import comparison
+from oodmol.campaign.comparison import campaign_figure, campaign_rows, campaign_table
 from oodmol.campaign.driver import Campaign
-from oodmol.campaign.report import campaign_figure, campaign_rows, campaign_table
 from oodmol.campaign.settings import parse_arguments
 from oodmol.cli.entry import ToolParser, entry_point
 from oodmol.errors import UsageError
-from oodmol.figures import write_outputs
+from oodmol.plotting import write_outputs
 
 
 @entry_point("oodmol campaign", usage=__doc__)
@@ -40,7 +40,7 @@ def campaign(argv: list[str]) -> int:
 def report(argv: list[str]) -> int:
     """`oodmol campaign-report`: recall of the pool's top molecules against molecules
     acquired, one line per acquisition rule."""
-    parser = ToolParser(prog="oodmol campaign-report", description=campaign_report.__doc__)
+    parser = ToolParser(prog="oodmol campaign-report", description=comparison.__doc__)
     parser.add_argument("campaigns", type=Path, nargs="+", help="campaign folders, or above")
     parser.add_argument("--out", type=Path, required=True, help="folder for CSV/PNG/SVG")
     args = parser.parse_args(argv)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from oodmol.cli.entry import ToolParser, entry_point
 from oodmol.errors import InputError, MissingFileError
+from oodmol.plotting import save_figure
 from oodmol.report.collect import collect_runs
-from oodmol.report.figures import save_figure
 from oodmol.report.figures.heatmaps import ood_heatmap
 from oodmol.report.physics import write_physics
 from oodmol.report.site import build_site

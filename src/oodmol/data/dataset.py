@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import rdkit
 
-from oodmol.data.report import DataReport
 from oodmol.data.sources.base import Source
 from oodmol.data.table import Geometry, MoleculeTable
 from oodmol.data.validate import validate
+from oodmol.data.validation_report import DataReport
 from oodmol.interrupts import interruptible
 from oodmol.io import atomic_write_dir, atomic_write_json
 from oodmol.locks import build_lock

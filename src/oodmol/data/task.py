@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from oodmol.data.dataset import load_dataset, print_once
-from oodmol.data.report import DataReport
 from oodmol.data.sources.base import Source
 from oodmol.data.sources.csv_source import CSVSource
 from oodmol.data.splits.assignment import SplitAssignment
 from oodmol.data.splits.splitters import Splitter
 from oodmol.data.table import MoleculeTable
+from oodmol.data.validation_report import DataReport
 from oodmol.errors import InputError
 from oodmol.io import file_digest
 from oodmol.locks import build_lock

@@ -22,9 +22,9 @@ from oodmol.data.limits import (
     shown,
     size_problem,
 )
-from oodmol.data.report import DataReport, Finding
 from oodmol.data.sources.base import RawData
 from oodmol.data.table import MoleculeTable
+from oodmol.data.validation_report import DataReport, Finding
 from oodmol.parallel import Refused, process_map
 
 DIFFERENT_TARGET = "duplicate structure with a different target"

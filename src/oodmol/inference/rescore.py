@@ -15,7 +15,7 @@ from oodmol.data.validate import parse_smiles
 from oodmol.inference.checkpoint import read_trained_model
 from oodmol.overrides import OverrideError
 from oodmol.training.build import apply_matmul_precision, build_datamodule, build_model
-from oodmol.training.test_evaluation import TestEvaluation
+from oodmol.training.scoring_callback import TestEvaluation
 
 log = logging.getLogger("oodmol.evaluate")
 

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
 from oodmol.metrics.regression import regression_metrics
-from oodmol.palette import SET_COLORS, SET_LABELS
+from oodmol.plotting import SET_COLORS, SET_LABELS
 
 
 def _scatter(

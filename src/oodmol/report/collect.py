@@ -22,7 +22,7 @@ import pandas as pd
 from oodmol.errors import InputError
 from oodmol.metrics.regression import binned_r2, pearson_r2
 from oodmol.predictions import PREDICTIONS_FILE, read_predictions_file
-from oodmol.record import REQUIRED_METRICS, iter_runs
+from oodmol.run_record import REQUIRED_METRICS, iter_runs
 
 # Identity of a run; two files with the same identity are the same run recorded twice.
 # "model" is the leaderboard label, which names the uq method and the flags (see

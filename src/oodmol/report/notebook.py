@@ -17,8 +17,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-# The colours of each run's own parity.png (BOOM's): OOD blue, ID orange.
-SET_COLOURS = {"id": "tab:orange", "ood": "tab:blue"}
+from oodmol.plotting import SET_COLORS
+
 MARKERS = "osD^vP*Xh<>p"
 # columns of predictions.csv that only some runs have (σ only where the run has one)
 OPTIONAL = ("mol_id", "y_std")
@@ -27,7 +27,7 @@ OPTIONAL = ("mol_id", "y_std")
 def draw_parity(ax: Axes, panel: pd.DataFrame, low: float, high: float) -> None:
     """The diagonal from `low` to `high` and the panel's ID and OOD points on it."""
     ax.plot([low, high], [low, high], color="black", linewidth=0.8)
-    for set_name, colour in SET_COLOURS.items():
+    for set_name, colour in SET_COLORS.items():
         points = panel[panel["set"] == set_name]
         ax.scatter(
             points["y_true"],
@@ -56,7 +56,7 @@ def read_predictions(runs: pd.DataFrame) -> pd.DataFrame:
             warnings.warn(f"{file} is missing: run left out of the parity plots", stacklevel=2)
             continue
         frame = pd.read_csv(file, usecols=lambda c: c in OPTIONAL or c in columns)
-        frame = frame[frame["set"].isin(list(SET_COLOURS))]
+        frame = frame[frame["set"].isin(list(SET_COLORS))]
         frames.append(frame.assign(benchmark=run.benchmark, model=run.model, seed=run.seed))
     if not frames:
         return pd.DataFrame(columns=columns)

@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from oodmol.plotting import save_figure
 from oodmol.report.boom_reference import boom_paper
-from oodmol.report.figures import save_figure
 from oodmol.report.tables import flags
 
 PHYSICS_ALONE = "mean Δphysics"

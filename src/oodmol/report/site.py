@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from oodmol.plotting import save_figure
 from oodmol.report import html, web_tables
 from oodmol.report.boom_reference import boom_paper, compare, paper_group_tests
-from oodmol.report.figures import save_figure
 from oodmol.report.figures.heatmaps import (
     normalized_rmse_heatmap,
     ood_heatmap,
@@ -30,7 +30,7 @@ from oodmol.report.figures.panels import (
 )
 from oodmol.report.notebook import read_predictions
 from oodmol.report.representation import representation
-from oodmol.report.statistics import (
+from oodmol.report.significance import (
     cluster_order,
     gaussian_process_fit,
     group_scores,

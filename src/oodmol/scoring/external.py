@@ -23,7 +23,7 @@ from oodmol.data.validate import parse_smiles
 from oodmol.errors import UserError
 from oodmol.overrides import OverrideError
 from oodmol.predictions import MAX_PREDICTIONS_BYTES, SetPredictions
-from oodmol.record import RunRecord
+from oodmol.run_record import RunRecord
 from oodmol.scoring.results import write_results
 from oodmol.scoring.values import value_problems
 

@@ -20,7 +20,7 @@ from oodmol.metrics.plots import parity_plot
 from oodmol.metrics.sets import compute_metrics
 from oodmol.predictions import PREDICTIONS_FILE, SetPredictions
 from oodmol.provenance import package_versions
-from oodmol.record import RunRecord
+from oodmol.run_record import RunRecord
 from oodmol.uq.assessment import UncertaintyReport, assess_uncertainty
 from oodmol.uq.plots import uncertainty_figures
 

@@ -23,6 +23,7 @@ from lightning.fabric.utilities.apply_func import move_data_to_device
 
 from oodmol.data.datamodule import TEST_SETS
 from oodmol.io import atomic_write_text
+from oodmol.plotting import SET_COLORS
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -58,8 +59,8 @@ class OODTrajectory(L.Callback):
             return
         epochs, id_rmse, ood_rmse = (np.array(column) for column in zip(*self.rows, strict=True))
         figure, axes = plt.subplots(figsize=(5, 3.5), layout="constrained")
-        axes.plot(epochs, id_rmse, label="ID test", color="tab:orange")
-        axes.plot(epochs, ood_rmse, label="OOD test", color="tab:blue")
+        axes.plot(epochs, id_rmse, label="ID test", color=SET_COLORS["id"])
+        axes.plot(epochs, ood_rmse, label="OOD test", color=SET_COLORS["ood"])
         axes.set(xlabel="epoch", ylabel="RMSE", title="Test error during training (diagnostic)")
         axes.legend()
         figure.text(0.01, 0.01, "never used to select a model", fontsize=7, color="grey")

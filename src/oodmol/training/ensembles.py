@@ -16,7 +16,7 @@ import pandas as pd
 from oodmol.comparability import ordered
 from oodmol.errors import UserError
 from oodmol.predictions import SetPredictions, read_predictions_file, std_columns
-from oodmol.record import RunRecord, iter_runs, read_record
+from oodmol.run_record import RunRecord, iter_runs, read_record
 from oodmol.scoring.results import write_results
 from oodmol.uq.mixture import mixture
 from oodmol.uq.seeds import run_seed

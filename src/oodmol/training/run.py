@@ -42,7 +42,7 @@ from oodmol.metrics.regression import NonFinitePredictions
 from oodmol.overrides import OverrideError
 from oodmol.parallel import global_rank
 from oodmol.provenance import package_versions
-from oodmol.record import RunRecord
+from oodmol.run_record import RunRecord
 from oodmol.training.build import (
     SaveRunConfig,
     apply_matmul_precision,
@@ -53,11 +53,11 @@ from oodmol.training.build import (
 from oodmol.training.checkpoint_io import run_plugins
 from oodmol.training.device import device_facts
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
+from oodmol.training.history import TrainingRecord, validation_summary
 from oodmol.training.loggers import Resumable
 from oodmol.training.memory import TrainingBatches, plan_memory
 from oodmol.training.preemption import PreemptionCheckpoint
 from oodmol.training.random_state import RandomState
-from oodmol.training.record import TrainingRecord, validation_summary
 from oodmol.training.run_folder import (
     CHECKPOINT_DIR,
     LAST_CHECKPOINT,
@@ -67,7 +67,7 @@ from oodmol.training.run_folder import (
     plan_run,
     read_run_entry,
 )
-from oodmol.training.test_evaluation import TestEvaluation
+from oodmol.training.scoring_callback import TestEvaluation
 from oodmol.training.transfer import apply_transfer
 
 log = logging.getLogger("oodmol.train")

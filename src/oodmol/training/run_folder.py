@@ -39,7 +39,7 @@ from oodmol.identity import (
     identity_differences,
     run_identity,
 )
-from oodmol.record import METRICS_FILE, RecordError, RunRecord, read_record
+from oodmol.run_record import METRICS_FILE, RecordError, RunRecord, read_record
 from oodmol.training.build import RUN_KEY
 
 CHECKPOINT_DIR = "checkpoints"

@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from oodmol.locks import holder_of
-from oodmol.record import RecordError, read_record
+from oodmol.run_record import RecordError, read_record
 from oodmol.training.run_folder import LOCK_FILE, last_checkpoint
 
 SUBMITIT_DIR = ".submitit"

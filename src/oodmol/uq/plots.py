@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from oodmol.palette import SET_COLORS, SET_LABELS
+from oodmol.plotting import SET_COLORS, SET_LABELS
 from oodmol.uq.metrics import LEVELS, PERCENTS
 
 

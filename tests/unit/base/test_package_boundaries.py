@@ -13,7 +13,7 @@ reaches upwards even through other modules, and no modules import each other in 
 | models | `oodmol.models` | the LightningModule and every backbone |
 | maths | uq, metrics, pretraining, llm | uncertainty, regression metrics, objectives, prompts |
 | data | `oodmol.data` | sources, validation, splits, featurisers, caches |
-| base | the modules `oodmol.*` | record, errors, overrides, identity, config, io, locks |
+| base | the modules `oodmol.*` | run_record, errors, overrides, identity, config, io, locks |
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
 @pytest.mark.parametrize(
     ("module", "expected"),
     [
-        ("oodmol.record", "base"),
+        ("oodmol.run_record", "base"),
         ("oodmol.cli", "cli"),
         ("oodmol.cli.data", "cli"),
         ("oodmol.apps.train", "apps"),

@@ -157,6 +157,36 @@ def test_a_stricter_limit_and_another_buildable_target_are_taken(stored: dict) -
     assert cfg.model.module.optimizer.lr == 0.5
 
 
+@pytest.mark.parametrize(
+    ("model", "keys", "earlier"),
+    [
+        ("rf", "model.module._target_", "oodmol.models.sklearn.RandomForestModule"),
+        ("mean", "model.module._target_", "oodmol.models.training_mean.TrainingMeanModule"),
+        (
+            "krr_rbf",
+            "model.module._target_",
+            "oodmol.models.kernel_regression.KernelRegressionModule",
+        ),
+        ("rt", "model.module._target_", "oodmol.models.rt.RegressionTransformer"),
+        (
+            "rt",
+            "model.pretraining.corruption._target_",
+            "oodmol.models.rt_pretraining.SpanPermutation",
+        ),
+    ],
+)
+def test_a_target_named_at_its_earlier_place_is_read_at_its_present_one(
+    model: str, keys: str, earlier: str
+) -> None:
+    """A checkpoint written before its model's module moved names the earlier place."""
+    cfg = compose_config("train", [f"model={model}", "task=csd10k_density", "trainer=cpu"])
+    cfg.paths.output_dir = "/somewhere/else"
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    stored = {key: resolved[key] for key in KEEP}
+    again = rebuild(changed(stored, keys, earlier), "ckpt", KEEP)
+    assert OmegaConf.select(again, keys) == OmegaConf.select(cfg, keys) != earlier
+
+
 def test_nested_groups_and_name_templates_are_chosen(tmp_path: Path) -> None:
     """A kernel model on SOAP (`soap-krr_rbf`) and a split named by its property come
     back as model=krr_rbf model/representation=soap and split=ood_of."""

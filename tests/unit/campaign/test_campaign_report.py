@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from oodmol.campaign.report import campaign_figure, campaign_rows, campaign_table
+from oodmol.campaign.comparison import campaign_figure, campaign_rows, campaign_table
 from oodmol.cli.campaign import report
 
 

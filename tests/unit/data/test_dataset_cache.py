@@ -15,10 +15,10 @@ import pytest
 
 import oodmol.data.dataset as dataset_module
 from oodmol.data.dataset import load_dataset
-from oodmol.data.report import DataReport
 from oodmol.data.sources.base import RawData, Source
 from oodmol.data.sources.csv_source import CSVSource
 from oodmol.data.table import Geometry, MoleculeTable
+from oodmol.data.validation_report import DataReport
 
 ROWS = ["CCO,1.0", "c1ccccc1,2.5", "CC(=O)O,-0.5", "C1CC,3.0", "CCN,4.0", "OCC,9.0"]
 KEPT = [0, 1, 2, 4]  # mol 3 does not parse, mol 5 repeats mol 0

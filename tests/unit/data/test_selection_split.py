@@ -21,7 +21,7 @@ from oodmol.data.splits.splitters import KDETailSplitter, RandomSplitter
 from oodmol.data.table import MoleculeTable
 from oodmol.data.task import csv_task
 from oodmol.models.base import Prediction, Regressor
-from oodmol.training.record import TrainingRecord, validation_summary
+from oodmol.training.history import TrainingRecord, validation_summary
 
 N = 400
 

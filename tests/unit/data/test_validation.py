@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from rdkit import Chem
 
-from oodmol.data.report import DataReport
 from oodmol.data.sources.base import RawData
 from oodmol.data.sources.csv_source import CSVSource, DataFileError
 from oodmol.data.table import Geometry
 from oodmol.data.task import Task, load_task
 from oodmol.data.validate import validate
+from oodmol.data.validation_report import DataReport
 
 CHNO = ["C", "H", "N", "O"]
 

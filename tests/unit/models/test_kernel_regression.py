@@ -17,8 +17,8 @@ from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
 from oodmol.data.batches import VectorBatch
 from oodmol.errors import InputError
-from oodmol.models import kernels
-from oodmol.models.kernel_regression import (
+from oodmol.models.fitted import kernels
+from oodmol.models.fitted.kernel_regression import (
     CHECKPOINT_KEY,
     FittedKernelModel,
     KernelRegressionModule,

@@ -33,7 +33,11 @@ from oodmol.models.backbones.rt import (
     float_encoding,
     numeric_encodings,
 )
-from oodmol.models.rt import RegressionTransformer, decode_number, well_formed
+from oodmol.models.rt.regression_transformer import (
+    RegressionTransformer,
+    decode_number,
+    well_formed,
+)
 from oodmol.predictions import SetPredictions
 
 TINY = dict(layers=2, hidden=16, heads=2, intermediate=32, dropout=0.0)

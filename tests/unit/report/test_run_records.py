@@ -1,4 +1,4 @@
-"""The run record (`oodmol.record`): what a producer writes reads back whole, records written
+"""The run record (`oodmol.run_record`): what a producer writes reads back whole, records written
 before the record had a schema still read (and still reach the leaderboard), and every
 reader counts an ensemble's member by one rule."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from oodmol.cli import main
-from oodmol.record import SCHEMA, RecordError, RunRecord, iter_runs, read_record
 from oodmol.report.collect import collect_runs
+from oodmol.run_record import SCHEMA, RecordError, RunRecord, iter_runs, read_record
 
 SCHEMA_1 = Path(__file__).with_name("data") / "metrics_schema1.json"
 

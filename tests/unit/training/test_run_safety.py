@@ -33,7 +33,7 @@ from oodmol.identity import config_key
 from oodmol.io import atomic_write_bytes, is_disk_full
 from oodmol.locks import FolderInUse, FolderLock, holder_of
 from oodmol.predictions import SetPredictions
-from oodmol.record import RunRecord
+from oodmol.run_record import RunRecord
 from oodmol.scoring.results import write_results
 from oodmol.training.checkpoint_io import AtomicCheckpointIO, run_plugins
 from oodmol.training.loggers import CSVLogger

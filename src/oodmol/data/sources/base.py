@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from oodmol.data.limits import MoleculeLimits
-from oodmol.data.report import DataReport
 from oodmol.data.table import Geometry
+from oodmol.data.validation_report import DataReport
 from oodmol.names import check_name
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from oodmol.data.report import DataReport
 from oodmol.data.sources.base import RawData, Source
 from oodmol.data.sources.fetch import RemoteFile
+from oodmol.data.validation_report import DataReport
 from oodmol.errors import UserError
 from oodmol.io import file_digest
 

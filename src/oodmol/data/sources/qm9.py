@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oodmol.data.report import DataReport
 from oodmol.data.sources.base import RawData, Source
 from oodmol.data.table import Geometry
+from oodmol.data.validation_report import DataReport
 
 # qm9pack column -> our target name; units in configs/task/qm9_*.yaml.
 PROPERTIES = {

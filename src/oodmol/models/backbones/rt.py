@@ -9,7 +9,7 @@ saved: a saved model is a plain XLNet (`save_pretrained`, `from_pretrained`).
 
 `RTEncoder` (model=rt_regression) pools the token states for the shared regression
 head; `RTLanguageModel` (model=rt) adds XLNet's LM head, whose logits at the masked
-number block are the RT's prediction (`oodmol.models.rt`).
+number block are the RT's prediction (`oodmol.models.rt.regression_transformer`).
 """
 
 from __future__ import annotations

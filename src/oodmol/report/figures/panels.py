@@ -11,8 +11,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy.stats import norm
 
-from oodmol.report.notebook import SET_COLOURS, draw_parity
-from oodmol.report.statistics import GaussianProcessFit
+from oodmol.plotting import SET_COLORS, SET_LABELS
+from oodmol.report.notebook import draw_parity
+from oodmol.report.significance import GaussianProcessFit
 from oodmol.report.tables import flags
 
 PER_ROW = 3
@@ -40,21 +41,22 @@ def id_ood_bars(summary: pd.DataFrame) -> Figure:
     for ax, benchmark in zip(axes, benchmarks, strict=False):
         cells = r2[r2["benchmark"] == benchmark]
         x = np.arange(len(models))
-        for offset, set_name, colour in ((-0.2, "ID", "tab:orange"), (0.2, "OOD", "tab:blue")):
+        for offset, test_set in ((-0.2, "id"), (0.2, "ood")):
+            set_name = SET_LABELS[test_set]
             part = cells[cells["set"] == set_name].set_index("model").reindex(models)
-            label = "ID R²" if set_name == "ID" else "OOD binned R²"
+            label = "ID R²" if test_set == "id" else "OOD binned R²"
             ax.bar(
                 x + offset,
                 part["mean"],
                 0.4,
                 yerr=part["std"].fillna(0.0),
-                color=colour,
+                color=SET_COLORS[test_set],
                 label=label,
                 capsize=2,
             )
             full = part.loc[[m for m in models if not flags(m)], "mean"]
             if full.notna().any():
-                ax.axhline(full.mean(), color=colour, linestyle="--", linewidth=1)
+                ax.axhline(full.mean(), color=SET_COLORS[test_set], linestyle="--", linewidth=1)
         ax.axhline(0.0, color="black", linewidth=0.6)
         ax.set_xticks(x, models, rotation=45, ha="right", fontsize=8)
         ax.set_title(benchmark, fontsize=10)
@@ -124,7 +126,7 @@ def calibration_panels(predictions: pd.DataFrame, by: str, title: str) -> Figure
     for ax, benchmark in zip(axes, benchmarks, strict=False):
         panel = with_sigma[with_sigma[by] == benchmark]
         ax.plot([0, 1], [0, 1], color="black", linewidth=0.8)
-        for set_name, colour in SET_COLOURS.items():
+        for set_name, colour in SET_COLORS.items():
             part = panel[panel["set"] == set_name]
             if part.empty:
                 continue

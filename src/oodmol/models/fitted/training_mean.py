@@ -9,7 +9,7 @@ import torch
 
 from oodmol.data.batches import Batch
 from oodmol.models.base import Prediction
-from oodmol.models.fitted_once import FittedOnceModule
+from oodmol.models.fitted.base import FittedOnceModule
 
 
 class TrainingMeanModule(FittedOnceModule):

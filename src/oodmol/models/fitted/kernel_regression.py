@@ -30,7 +30,7 @@ settings) are chosen by cross-validation inside the training data alone. Here:
   uncertainty metrics and discovery campaigns like any other model's σ.
 
 The model is fitted once, at the start of fitting, like the random forest
-(`oodmol.models.sklearn`); a checkpoint holds plain tensors and numbers (the training
+(`oodmol.models.fitted.forest`); a checkpoint holds plain tensors and numbers (the training
 features and the dual coefficients, or the feature-space weights), so it loads with
 `weights_only=True`. The search's table and choice are recorded in metrics.json (`fit`).
 """
@@ -50,9 +50,9 @@ from scipy.linalg import cho_factor, cho_solve, eigh, solve_triangular
 
 from oodmol.data.batches import VectorBatch
 from oodmol.errors import InputError
-from oodmol.models import kernels
 from oodmol.models.base import Prediction
-from oodmol.models.fitted_once import FittedOnceModule
+from oodmol.models.fitted import kernels
+from oodmol.models.fitted.base import FittedOnceModule
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +355,7 @@ class KernelRegressionModule(FittedOnceModule):
     its hyperparameters chosen by the nested search, inside Lightning (fitted once on the
     training set, like the random forest).
 
-    `kernel`: one of `oodmol.models.kernels.KERNELS`. `length_scales`: the search's grid
+    `kernel`: one of `oodmol.models.fitted.kernels.KERNELS`. `length_scales`: the search's grid
     of length scales, as multiples of the median distance between training molecules
     (rbf, laplacian; ignored by the others). `alphas`: its grid of regularisations.
     `folds`, `cv_seed`: the cross-validation (the folds and subsets are drawn with

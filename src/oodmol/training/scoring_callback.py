@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from oodmol.comparability import data_flags, ordered
 from oodmol.data.datamodule import TEST_SETS
 from oodmol.predictions import PREDICTIONS_FILE, SetPredictions, std_columns
-from oodmol.record import RunRecord
+from oodmol.run_record import RunRecord
 from oodmol.scoring.results import write_results
 from oodmol.training.device import peak_memory_mb
 

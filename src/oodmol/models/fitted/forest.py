@@ -1,4 +1,4 @@
-"""Classical models behind the same contract as the neural ones (BOOM's random forest)."""
+"""BOOM's random forest (scikit-learn's) behind the same contract as the neural models."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from sklearn.ensemble import RandomForestRegressor
 from oodmol import parallel
 from oodmol.data.batches import VectorBatch
 from oodmol.models.base import Prediction
-from oodmol.models.fitted_once import FittedOnceModule
-from oodmol.models.tree_arrays import ForestArrays
+from oodmol.models.fitted.base import FittedOnceModule
+from oodmol.models.fitted.tree_arrays import ForestArrays
 
 CHECKPOINT_KEY = "random_forest"
 PICKLED_KEY = "sklearn_forest"  # older checkpoints: pickled bytes, never unpickled

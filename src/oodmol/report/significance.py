@@ -1,4 +1,5 @@
-"""The statistics of BOOM's Section 4.7 over a runs folder.
+"""The significance tests of BOOM's Section 4.7 over a runs folder (the leaderboard's
+statistics.html).
 
 - Does the representation matter out of distribution? Kruskal-Wallis across the
   representation groups, per task and over all tasks, and a one-sided Mann-Whitney U for

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats import kruskal, mannwhitneyu, permutation_test, spearmanr
 
-from oodmol.report.statistics import (
+from oodmol.report.significance import (
     ALL_TASKS,
     SCORE,
     cluster_order,

@@ -1,5 +1,5 @@
 """Kernels between molecules' feature vectors, for BenchML's regressors
-(`oodmol.models.kernel_regression`), in float64 numpy.
+(`oodmol.models.fitted.kernel_regression`), in float64 numpy.
 
 Each kernel is computed in two steps, so that a search over its length scale reuses the
 expensive part: `base` (squared Euclidean or L1 distances, MinMax similarities) once per

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from oodmol.bounded import read_json
 from oodmol.errors import InputError, MissingFileError
-from oodmol.figures import new_figure
+from oodmol.plotting import new_figure
 
 GROUP = ["task", "model", "direction"]
 
