@@ -41,6 +41,22 @@ def singlepoint(geometry: dict, solvent: str | None = None):
     return calculator.singlepoint()
 
 
+def test_overlapping_fragments_are_estimated_as_separate_molecules(geometries) -> None:
+    """Two ethanols embedded on top of each other (as ETKDG may place a co-crystal's
+    copies): estimated apart, they are two ethanols, give or take what 10 Å leaves of
+    their interaction."""
+    one = geometries["CCO"]
+    # RDKit's order for CCO.CCO: both molecules' heavy atoms, then both molecules' hydrogens
+    order = [0, 1, 2, 0, 1, 2, *range(3, 9), *range(3, 9)]
+    both = MolInput("CCO.CCO", one["z"][order], one["pos"][order])
+    pair = dict(zip(COLUMNS, PhysicsEstimates()(both)["x"].tolist(), strict=True))
+    single = estimates("CCO", one)
+    assert pair["xtb_energy"] == pytest.approx(2 * single["xtb_energy"], abs=2e-3)
+    assert pair["atomization"] == pytest.approx(2 * single["atomization"], abs=1.5)
+    assert pair["volume"] == pytest.approx(2 * single["volume"], rel=1e-6)
+    assert pair["d4_alpha"] == pytest.approx(2 * single["d4_alpha"], rel=0.02)
+
+
 @pytest.mark.parametrize("smiles", ["O", "CCO", "c1ccccc1O"])
 def test_xtb_and_d4_columns_are_theirs(smiles: str, geometries) -> None:
     geometry = geometries[smiles]

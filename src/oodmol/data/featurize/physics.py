@@ -20,7 +20,7 @@ the SMILES and the geometry (`MolInput`), as every featuriser does.
 - D4 (dftd4; Caldeweyher et al. 2019): the static polarisability (bohr³), the sum of
   the atoms' charge-dependent polarisabilities, and the molecular C6 coefficient.
 - Harmonic vibrations from the MMFF94 Hessian at the MMFF94 minimum nearest the
-  geometry (central differences of MMFF94's analytic gradient): the zero-point
+  geometry (forward differences of MMFF94's analytic gradient): the zero-point
   vibrational energy (Eh) and the heat capacity at 298.15 K (cal/(mol K), harmonic
   oscillators plus translation and rigid rotation). A GFN2-xTB Hessian costs 6N
   gradients of tens of milliseconds each, seconds per molecule: over QM9's 130,000
@@ -32,6 +32,9 @@ the SMILES and the geometry (`MolInput`), as every featuriser does.
   Waals volume (Zhao, Abraham & Zissimos 2003: Bondi spheres less 5.92 Å³ per bond and
   the rings' corrections) and the crystal density it implies at Kitaigorodskii's typical
   packing coefficient 0.7 (g/cm³); the molar mass.
+
+A molecule of several covalent fragments is estimated with its fragments set apart
+(`fragments_apart`), as separate molecules: conformer generators may overlap them.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.limits import seconds
 
 RDLogger.DisableLog("rdApp.*")
+
+FRAGMENT_GAP = 10.0  # Å between fragments (fragments_apart): beyond their interactions
 
 COLUMNS = (
     "xtb_energy", "xtb_homo", "xtb_lumo", "xtb_gap", "xtb_dipole", "xtb_quadrupole",
@@ -96,7 +101,7 @@ class PhysicsEstimates(Featurizer):
     cache's build."""
 
     name: ClassVar[str] = "physics"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     columns: ClassVar[tuple[str, ...]] = COLUMNS  # the names of `x`'s entries
 
     def __init__(
@@ -160,11 +165,15 @@ class PhysicsEstimates(Featurizer):
             raise FeaturizationError(f"RDKit cannot read {mol.smiles!r}")
         charge = Chem.GetFormalCharge(parsed)
         unpaired = sum(a.GetNumRadicalElectrons() for a in parsed.GetAtoms())
+        geometry = geometry_molecule(parsed, z, pos, charge)
+        apart = fragments_apart(geometry, pos)
+        if apart is not pos:
+            pos, geometry = apart, geometry_molecule(parsed, z, apart, charge)
         with _one_thread():
             values = {
                 **xtb_estimates(z, pos, charge, unpaired, self.xtb_accuracy, self.solvents),
                 **d4_estimates(z, pos, charge),
-                **vibrations(geometry_molecule(parsed, z, pos, charge), self.hessian_step),
+                **vibrations(geometry, self.hessian_step),
             }
         values.update(size_estimates(parsed, z, pos, values.pop("populations")))
         values["hof"] = sum(ATOM_HOF.get(int(a), math.nan) for a in z) - values["atomization"]
@@ -293,6 +302,26 @@ def geometry_molecule(parsed: Chem.Mol, z: np.ndarray, pos: np.ndarray, charge: 
     with_h.RemoveAllConformers()
     with_h.AddConformer(conformer, assignId=True)
     return with_h
+
+
+def fragments_apart(mol: Chem.Mol, pos: np.ndarray, gap: float = FRAGMENT_GAP) -> np.ndarray:
+    """The geometry with the molecule's covalent fragments (a salt's ions, a co-crystal's
+    molecules) `gap` Å apart along x, each as it was; `pos` itself for one fragment.
+    ETKDG embeds fragments independently and may put them on top of each other (two
+    copies of one molecule at the same place): GFN2-xTB's energy of that is thousands of
+    Eh above the separate molecules', and a volume counts the overlap once."""
+    fragments = Chem.GetMolFrags(mol)
+    if len(fragments) == 1:
+        return pos
+    apart = np.empty_like(pos)
+    edge = None
+    for atoms in fragments:
+        atoms = list(atoms)
+        own = pos[atoms] - pos[atoms].mean(axis=0)
+        shift = 0.0 if edge is None else edge + gap - own[:, 0].min()
+        apart[atoms] = own + np.array([shift, 0.0, 0.0])
+        edge = shift + own[:, 0].max()
+    return apart
 
 
 def _perceived(z: np.ndarray, pos: np.ndarray, charge: int) -> Chem.Mol:
