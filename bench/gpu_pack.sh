@@ -27,7 +27,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 
 cp "$OODMOL_SOURCE_DIR"/csd10k/*.csv "$PACK/source/csd10k/"
 cp "$OODMOL_SOURCE_DIR"/lipophilicity/*.csv "$PACK/source/lipophilicity/"
-OODMOL_DATA_DIR=$PWD/$PACK/data "$PY" -m oodmol.data prepare task=csd10k_density \
+OODMOL_DATA_DIR=$PWD/$PACK/data "$PY" -m oodmol.cli data prepare task=csd10k_density \
   featurizers=[graph3d,graph2d,descriptors,tokens] progress=false
 # compressed (about 11 MB for 300 MB of caches): carry .gpu/whl, .gpu/source, .gpu/data.tar.xz
 tar -C "$PACK/data" --exclude='*.lock' -cf - . | xz -6 -T0 >"$PACK/data.tar.xz"

@@ -60,6 +60,6 @@ IFS=, read -ra split_list <<<"$splits"
 for task in "${task_list[@]}"; do
   for split in "${split_list[@]}"; do
     echo "== $task / $split: $featurizers"
-    "$PYTHON" -m oodmol.data prepare "task=$task" "split=$split" "featurizers=[$featurizers]" "$@"
+    "$PYTHON" -m oodmol.cli data prepare "task=$task" "split=$split" "featurizers=[$featurizers]" "$@"
   done
 done
