@@ -49,7 +49,8 @@ def test_both_geometries_train_on_the_same_molecules_and_are_compared(tmp_path) 
         figure = task.root / "figure"
         ablation = [
             "-m",
-            "oodmol.ablation",
+            "oodmol.cli",
+            "ablation",
             "geometry",
             str(task.root / "runs"),
             "--out",
