@@ -29,12 +29,15 @@ $(VENV)/.installed: pyproject.toml
 train: install
 	$(PY) train.py $(ARGS)
 
+# one pytest worker per core, at most 4: each worker's tests start processes of their own
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n < 4 ? n : 4)))
+
 test: install
-	$(PY) -m pytest -q $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 # the edit loop: everything but the slow tests (tests/e2e, and those marked slow)
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(ARGS)
 
 # The SLURM tests on a real single-node cluster (scripts/slurm_local.sh, as root):
 # installs slurm-wlm and munge where missing, starts the cluster unless it runs already,
