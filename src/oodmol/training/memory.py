@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 OPTIMIZER_COPIES = 4
 KEPT_BY_OPTIMIZER = 2  # beside evaluation during training: the two moments
 MOST_DRAWN = 2_000_000  # molecules drawn at most in sizing: bounds the sizing's time
+# a probe runs its step this many times, measured together: where the allocator puts a
+# step's tensors hangs on where the steps before put theirs, and a run's heap holds the
+# worst of many steps (one GeoFormer step on the same batch, measured alone, varied by a
+# fifth from one measurement to the next; bench/memory_planner.py)
+PROBE_STEPS = 3
 
 
 class BatchTooLarge(UserError):
@@ -179,7 +184,8 @@ def step_cost(
     def peak(indices: list[int]) -> int:
         batch = collate(dataset.__getitems__(indices)).to(device)
         with measured(device) as result:
-            step(model, batch)
+            for _ in range(PROBE_STEPS):
+                step(model, batch)
         return result()
 
     batch_size = batches.batch_size if training else batches
