@@ -52,6 +52,14 @@ def test_gradient_matches_finite_differences_of_the_energy() -> None:
         assert gradient[atom, axis] == pytest.approx(numeric, abs=2e-5)
 
 
+def test_the_method_named_is_the_method_computed() -> None:
+    conformer = embed("CO")
+    z, x = conformer.atomic_numbers, conformer.positions.astype(np.float64)
+    gfn2, _ = xtb_energy_gradient(z, x, accuracy=0.01)
+    gfn1, _ = xtb_energy_gradient(z, x, method="GFN1-xTB", accuracy=0.01)
+    assert abs(gfn1 - gfn2) > 0.1  # Eh: the two parametrisations' methanol differ by 0.74
+
+
 def test_optimiser_lowers_the_energy_to_a_minimum_and_records_the_change() -> None:
     mol, start = embed_mol("CC(=O)O")
     out = XTBOptimizer()(mol, start)

@@ -70,7 +70,7 @@ def xtb_energy_gradient(
 ) -> tuple[float, np.ndarray]:
     """The energy (Eh) and its gradient (Eh/bohr, [n_atoms, 3]) of one geometry
     (positions in Ångström)."""
-    calculator = _calculator(numbers, np.asarray(positions, float) / BOHR, charge, unpaired)
+    calculator = _calculator(numbers, np.asarray(positions, float) / BOHR, charge, unpaired, method)
     calculator.set("accuracy", accuracy)
     result = calculator.singlepoint()
     return float(result.get("energy")), np.asarray(result.get("gradient"))
