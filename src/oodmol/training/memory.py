@@ -40,10 +40,11 @@ log = logging.getLogger(__name__)
 OPTIMIZER_COPIES = 4
 KEPT_BY_OPTIMIZER = 2  # beside evaluation during training: the two moments
 MOST_DRAWN = 2_000_000  # molecules drawn at most in sizing: bounds the sizing's time
-# a probe runs its step this many times, measured together: where the allocator puts a
-# step's tensors hangs on where the steps before put theirs, and a run's heap holds the
-# worst of many steps (one GeoFormer step on the same batch, measured alone, varied by a
-# fifth from one measurement to the next; bench/memory_planner.py)
+# a training probe runs its step this many times, measured together: where the allocator
+# puts a step's tensors hangs on where the steps before put theirs, and a run's heap holds
+# the worst of many steps (one GeoFormer step on the same batch, measured alone, varied by
+# a fifth from one measurement to the next; bench/memory_planner.py). An evaluation step
+# keeps nothing for the next and is measured once.
 PROBE_STEPS = 3
 
 
@@ -184,7 +185,7 @@ def step_cost(
     def peak(indices: list[int]) -> int:
         batch = collate(dataset.__getitems__(indices)).to(device)
         with measured(device) as result:
-            for _ in range(PROBE_STEPS):
+            for _ in range(PROBE_STEPS if training else 1):
                 step(model, batch)
         return result()
 
