@@ -30,8 +30,8 @@ train: install
 	$(PY) train.py $(ARGS)
 
 # pytest-xdist workers: 0 runs the suite in one process. More finish sooner, but the
-# memory planner's tests measure the resident size of the process they run in, which a
-# worker's own channel thread disturbs: they can fail there (tests/unit/training/test_memory.py)
+# memory planner's tests measure the resident size of the process they run in, and under
+# two workers tests/unit/training/test_memory.py failed there
 TEST_WORKERS ?= 0
 
 test: install
