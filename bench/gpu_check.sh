@@ -91,11 +91,13 @@ tests() {
   local parallel=() select=()
   $PY -c "import xdist" 2>/dev/null && parallel=(-n "${TEST_WORKERS:-12}")
   [[ -n $TESTS_K ]] && select=(-k "$TESTS_K")
-  timeout -k 5 "$TESTS_S" $PY -m pytest -q -p no:cacheprovider "${parallel[@]}" \
+  # -v: each test's outcome on its own line, so a step cut short still names its failures
+  timeout -k 5 "$TESTS_S" $PY -m pytest -v -rfE -p no:cacheprovider "${parallel[@]}" \
     --junitxml="$OUT/gpu_tests.xml" tests/e2e/test_gpu_path.py "${select[@]}" \
     >"$OUT/gpu_tests.log" 2>&1
   echo "exit $?" >>"$OUT/gpu_tests.log"
-  tail -n 12 "$OUT/gpu_tests.log"
+  grep -E "FAILED|ERROR" "$OUT/gpu_tests.log" | head -n 20
+  tail -n 3 "$OUT/gpu_tests.log"
 }
 
 # epochs NAME LIMIT MODELS [train.py overrides...]: each model's epochs on csd10k_density

@@ -49,11 +49,14 @@ SAMPLE_S = 0.5  # how often utilisation is sampled while training
 
 class EpochClock(L.Callback):
     """Times each training epoch with its validation, samples utilisation while the run
-    trains, and writes what it measured to `out` (JSON) when fitting ends."""
+    trains, and writes what it measured to `out` (JSON) when fitting ends. An epoch that
+    `max_time` cut short is kept apart (`cut_s`): it ran only some of its batches."""
 
     def __init__(self, out: str) -> None:
         self.out = Path(out)
         self.epochs: list[float] = []
+        self.cut: list[float] = []
+        self._batches = 0
         self.utilisation: list[float] = []
         self._started = 0.0
         self._stop = threading.Event()
@@ -61,10 +64,15 @@ class EpochClock(L.Callback):
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._started = time.perf_counter()
+        self._batches = 0
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args) -> None:
+        self._batches += 1
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking and self._started:
-            self.epochs.append(time.perf_counter() - self._started)
+            whole = self._batches >= trainer.num_training_batches
+            (self.epochs if whole else self.cut).append(time.perf_counter() - self._started)
             self._started = 0.0
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -97,6 +105,7 @@ class EpochClock(L.Callback):
             name = f"CPU, {torch.get_num_threads()} thread(s)"
         figures = {
             "epochs_s": self.epochs,
+            "cut_s": self.cut,
             "utilisation_pct": statistics.median(self.utilisation) if self.utilisation else None,
             "peak_mb": peak,
             "device": name,

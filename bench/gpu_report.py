@@ -7,6 +7,7 @@ wrote under one folder.
 from __future__ import annotations
 
 import csv
+import re
 import statistics
 import sys
 import xml.etree.ElementTree as ET
@@ -22,7 +23,10 @@ def test_summary(folder: Path) -> str:
     if not log.is_file():
         return ""
     lines = log.read_text().splitlines()
-    failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+    # `-v` names each outcome as it comes (with xdist after a worker's tag), so a run cut
+    # short by its time limit still names its failures; the closing summary repeats them
+    failed = [line for line in lines if re.search(r"\b(FAILED|ERROR) tests/", line)]
+    failed = list(dict.fromkeys(re.sub(r"^.*?\b(FAILED|ERROR) ", r"\1 ", f) for f in failed))
     return "## GPU tests\n\n" + fenced("\n".join([*failed, *lines[-2:]]))
 
 

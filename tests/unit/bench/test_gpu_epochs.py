@@ -4,6 +4,7 @@ included) and writes what it measured."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import lightning as L
@@ -46,3 +47,28 @@ def test_the_clock_times_each_epoch_with_its_validation(tmp_path: Path) -> None:
     figures = json.loads(out.read_text())
     assert len(figures["epochs_s"]) == 3 and all(s > 0 for s in figures["epochs_s"])
     assert figures["peak_mb"] > 0 and figures["device"].startswith("CPU")
+    assert figures["cut_s"] == []
+
+
+def test_an_epoch_cut_short_by_max_time_is_kept_apart(tmp_path: Path) -> None:
+    class Slow(Tiny):
+        def training_step(self, batch, batch_idx):
+            time.sleep(0.3)
+            return super().training_step(batch, batch_idx)
+
+    data = TensorDataset(torch.randn(64, 4), torch.randn(64))
+    out = tmp_path / "clock.json"
+    trainer = L.Trainer(
+        max_epochs=5,
+        max_time={"seconds": 4},  # 2.4 s an epoch: the second is cut
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[EpochClock(str(out))],
+    )
+    trainer.fit(Slow(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
+    figures = json.loads(out.read_text())
+    assert len(figures["epochs_s"]) == 1 and figures["epochs_s"][0] > 2.4
+    assert len(figures["cut_s"]) == 1 and figures["cut_s"][0] < 2.4

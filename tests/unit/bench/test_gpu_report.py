@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.gpu_report import precision_table, tables, utilisation
+from bench.gpu_report import test_summary as summary_of_tests
 
 JUNIT = """<?xml version="1.0"?><testsuites><testsuite>
 <testcase name="test_reduced_precision_stays_within_tolerance_on_the_gpu[visnet-tf32]">
@@ -41,3 +42,15 @@ def test_utilisation_is_the_median_of_busy_samples(tmp_path: Path) -> None:
     (tmp_path / "nvidia_smi.csv").write_text("\n".join(samples) + "\n")
     assert utilisation(tmp_path).startswith("nvidia-smi: 4 samples, utilisation median 40 %")
     assert "at most 1200 MiB" in utilisation(tmp_path)
+
+
+def test_failures_are_named_when_the_tests_were_cut_short(tmp_path: Path) -> None:
+    (tmp_path / "gpu_tests.log").write_text(
+        "[gw1] [ 40%] PASSED tests/e2e/test_gpu_path.py::test_a[mlp]\n"
+        "[gw3] [ 45%] FAILED tests/e2e/test_gpu_path.py::test_b[egnn]\n"
+        "[gw0] [ 47%] PASSED tests/e2e/test_gpu_path.py::test_c\n"
+        "exit 124\n"
+    )
+    text = summary_of_tests(tmp_path)
+    assert "FAILED tests/e2e/test_gpu_path.py::test_b[egnn]" in text and "exit 124" in text
+    assert "test_a" not in text  # what passed is not listed
