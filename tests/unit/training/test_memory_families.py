@@ -22,6 +22,11 @@ from oodmol.training.memory_curve import MB, SLACK
 
 pytestmark = pytest.mark.slow  # each family starts a process; the 3D ones build conformers
 FAR_ABOVE = 2.0  # an estimate this many times the peak would refuse runs that fit
+# ... except where the machine's own count varies that much: a dense-pair model's step on
+# the same batch, measured by the resident size, varies by half from one measurement to
+# the next (GeoFormer's estimate/peak: 1.09 to 1.70 over six runs of
+# `python -m bench.memory_planner --models geoformer` on one machine, 2.6 once on another)
+FAR_ABOVE_FOR = {"3D dense pairs": 3.0}
 
 
 @pytest.fixture(scope="module")
@@ -42,4 +47,4 @@ def test_the_estimate_is_at_or_a_little_above_the_measured_peak(family: str, dat
     for result in results:
         estimate, peak = result["estimate"], result["peak"]
         shown = f"{result['model']}: estimate {estimate / MB:.1f} MB, peak {peak / MB:.1f} MB"
-        assert peak <= estimate <= FAR_ABOVE * peak + SLACK, shown
+        assert peak <= estimate <= FAR_ABOVE_FOR.get(family, FAR_ABOVE) * peak + SLACK, shown
