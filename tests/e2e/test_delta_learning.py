@@ -98,3 +98,33 @@ def test_both_together_reads_the_descriptors_beside_the_physics(tiny: TinyTask) 
     predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"]
     tiny.run([*predict, f"input={molecules}", f"out={out}", "progress=false"]).ok()
     np.testing.assert_allclose(pd.read_csv(out)["y_pred"], ood["y_pred"], rtol=1e-6)
+
+
+def test_chemprop_reads_the_descriptors_and_physics_beside_its_graphs(tiny: TinyTask) -> None:
+    """`model=chemprop_descriptors` with Δ-learning: the D-MPNN's FFN reads the scaled
+    descriptors and physics estimates beside each pooled graph (its first layer is that
+    much wider), and its checkpoint predicts new molecules as the run did."""
+    import torch
+
+    from oodmol.data.featurize.base import MolInput
+    from oodmol.data.featurize.descriptors import RDKitDescriptors
+    from oodmol.data.featurize.physics import COLUMNS
+
+    run = tiny.root / "chemprop"
+    small = ["model.hidden=16", "model.max_epochs=2", "task.ood_size=10"]
+    args = [*tiny.task_args(), *QUIET, "model=chemprop_descriptors", *small, *DELTA]
+    tiny.run(["train.py", *args, f"hydra.run.dir={run}"]).ok()
+    record = json.loads((run / "metrics.json").read_text())
+    assert record["model"] == "chemprop_descriptors"
+    assert record["data"]["baseline"]["column"] == "log_p"
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    width = len(RDKitDescriptors()(MolInput("CCO"))["x"]) + len(COLUMNS)
+    assert len(checkpoint["oodmol_features"]["vectors"]["mean"]) == width
+    assert checkpoint["state_dict"]["backbone.ffn.0.weight"].shape == (16, 16 + width)
+    predictions = pd.read_csv(run / "predictions.csv")
+    ood = predictions[predictions["set"] == "ood"].head(4)
+    molecules, out = tiny.root / "chemprop.csv", tiny.root / "chemprop-predicted.csv"
+    ood[["smiles"]].to_csv(molecules, index=False)
+    predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"]
+    tiny.run([*predict, f"input={molecules}", f"out={out}", "progress=false"]).ok()
+    np.testing.assert_allclose(pd.read_csv(out)["y_pred"], ood["y_pred"], rtol=1e-5)

@@ -138,7 +138,8 @@ def featurizer_of(cfg, name: str):
         {
             "conformers": OmegaConf.to_container(cfg.conformers, resolve=True),
             "task": OmegaConf.to_container(cfg.task, resolve=False),
-            "featurizer": OmegaConf.load(config_dir() / "featurizer" / f"{name}.yaml"),
+            # composed: a featuriser of parts names them in its defaults
+            "featurizer": compose_config(f"featurizer/{name}", []).featurizer,
         }
     )
     return instantiate(node.featurizer)

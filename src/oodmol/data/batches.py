@@ -8,7 +8,8 @@ knows), so a GPU run's host-to-device copies can overlap with compute.
 
 - `VectorBatch` (descriptors, fingerprints): `x` [molecules, width].
 - `GraphBatch` (2D graphs): `x` [atoms, atom width], `edge_index` [2, bonds],
-  `edge_attr` [bonds, bond width], `molecule` [atoms].
+  `edge_attr` [bonds, bond width], `molecule` [atoms]; `x_d` [molecules, width] where
+  the features set molecule-level vectors beside the graphs.
 - `PointCloudBatch` (3D conformers): `z` [atoms], `pos` [atoms, 3] in Å, `molecule` [atoms].
 - `TokenBatch` (SMILES tokens): `input_ids` and `attention_mask` [molecules, length].
 
@@ -62,6 +63,7 @@ class GraphBatch(Batch):
     edge_index: torch.Tensor
     edge_attr: torch.Tensor
     molecule: torch.Tensor
+    x_d: torch.Tensor | None = None  # vectors beside the graphs (Chemprop's descriptors)
 
 
 @dataclass(kw_only=True)

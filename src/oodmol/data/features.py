@@ -82,18 +82,20 @@ class VectorFeatures(FeatureSet):
     Non-finite values are imputed with training means and counted; with `standardize`
     every column is centred on its training mean and scaled to unit variance, except a
     column constant on the training set or of negligible spread (`NEGLIGIBLE_SPREAD`),
-    which is centred only.
+    which is centred only. `field` is the cache's field they are read from (`x_d`: the
+    vectors beside a graph).
     """
 
-    def __init__(self, standardize: bool = True) -> None:
+    def __init__(self, standardize: bool = True, field: str = "x") -> None:
         self.standardize = standardize
+        self.field = field
         self.imputer = TrainImputer()
         self.mean: np.ndarray | None = None
         self.scale: np.ndarray | None = None
         self.imputed: dict[str, int] = {}
 
     def fit(self, store: FeatureStore, train_ids: np.ndarray) -> dict:
-        train = store.matrix(train_ids).astype(np.float64)
+        train = store.matrix(train_ids, self.field).astype(np.float64)
         self.imputer.fit(train)
         filled, n_imputed = self.imputer.transform(train)
         self.imputed["train"] = n_imputed
@@ -122,7 +124,8 @@ class VectorFeatures(FeatureSet):
             self.mean, self.scale = state["mean"].numpy(), state["scale"].numpy()
 
     def matrix(self, store: FeatureStore, mol_ids: np.ndarray, name: str) -> np.ndarray:
-        filled, n_imputed = self.imputer.transform(store.matrix(mol_ids).astype(np.float64))
+        raw = store.matrix(mol_ids, self.field).astype(np.float64)
+        filled, n_imputed = self.imputer.transform(raw)
         self.imputed[name] = n_imputed
         if self.standardize:
             filled = (filled - self.mean) / self.scale
@@ -156,13 +159,18 @@ class GraphFeatures(FeatureSet):
     disconnected graph (`GraphBatch`). Edges keep their order within each molecule.
 
     Graph features need no training statistics (they are one-hot flags and scaled
-    masses), so `fit` only checks that they are finite and reads their widths.
+    masses), so `fit` only checks that they are finite and reads their widths. With
+    `vectors`, each molecule's vector beside its graph (`x_d`, a `GraphWithVectors`
+    cache: Chemprop's extra descriptors) is imputed and scaled on the training set as
+    `VectorFeatures` does, and batched as `GraphBatch.x_d`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, vectors: VectorFeatures | None = None) -> None:
         self.atom_dim: int | None = None
         self.bond_dim: int | None = None
-        self.imputed: dict[str, int] = {}  # nothing is imputed: the cache is checked finite
+        self.vectors = vectors
+        # graphs are checked finite, never imputed; the vectors beside them may be
+        self.imputed: dict[str, int] = {} if vectors is None else vectors.imputed
 
     def fit(self, store: FeatureStore, train_ids: np.ndarray) -> dict:
         if store.meta["n_nonfinite_values"]:
@@ -173,21 +181,46 @@ class GraphFeatures(FeatureSet):
         first = store.get(int(train_ids[0]))
         self.atom_dim = first["x"].shape[1]
         self.bond_dim = first["edge_attr"].shape[1]
-        return {"atom_dim": self.atom_dim, "bond_dim": self.bond_dim}
+        facts = {"atom_dim": self.atom_dim, "bond_dim": self.bond_dim}
+        if self.vectors is not None:
+            if "x_d" not in first:
+                raise ValueError(
+                    f"graph features with vectors beside them read a graph-with-vectors "
+                    f"cache (featurizer oodmol.data.featurize.joined.GraphWithVectors); "
+                    f"{store.path.name} holds graphs alone"
+                )
+            facts |= self.vectors.fit(store, train_ids)
+        return facts
 
     def facts(self) -> dict[str, int]:
-        return {"atom_dim": self.atom_dim, "bond_dim": self.bond_dim}
+        facts = {"atom_dim": self.atom_dim, "bond_dim": self.bond_dim}
+        if self.vectors is not None:
+            facts["descriptor_dim"] = self.vectors.facts()["in_dim"]
+        return facts
 
     def state_dict(self) -> dict:
-        return self.facts()
+        state = {"atom_dim": self.atom_dim, "bond_dim": self.bond_dim}
+        if self.vectors is not None:
+            state["vectors"] = self.vectors.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.atom_dim, self.bond_dim = state["atom_dim"], state["bond_dim"]
+        if (self.vectors is None) != ("vectors" not in state):
+            raise ValueError(
+                "the checkpoint's graph features and the config's differ in the vectors "
+                "beside the graphs (model.features.vectors)"
+            )
+        if self.vectors is not None:
+            self.vectors.load_state_dict(state["vectors"])
 
     def dataset(
         self, store: FeatureStore, mol_ids: np.ndarray, y: np.ndarray | None, name: str
     ) -> Dataset:
-        return GraphSet(list(store.iter_arrays(mol_ids)), y, GraphBatch)
+        beside = None
+        if self.vectors is not None:
+            beside = torch.from_numpy(self.vectors.matrix(store, mol_ids, name))
+        return GraphSet(list(store.iter_arrays(mol_ids)), y, GraphBatch, x_d=beside)
 
 
 class GraphSet(BatchedDataset):
@@ -199,7 +232,8 @@ class GraphSet(BatchedDataset):
     `atom_fields` have one row per atom and `edge_fields` one per edge; `edge_index`
     (if the graphs have it) is shifted to batch positions. 3D point clouds have no
     edges (models build their own neighbour graphs), so theirs are empty. A batch is a
-    `batch_type` of those fields, `molecule`, `y` and `index`."""
+    `batch_type` of those fields, `molecule`, `y` and `index`, and `x_d` where the
+    molecules have vectors beside their graphs (one row each)."""
 
     def __init__(
         self,
@@ -208,6 +242,7 @@ class GraphSet(BatchedDataset):
         batch_type: type[GraphBatch] | type[PointCloudBatch],
         atom_fields: tuple[str, ...] = ("x",),
         edge_fields: tuple[str, ...] = ("edge_attr",),
+        x_d: torch.Tensor | None = None,
     ) -> None:
         def ptr(counts: list[int]) -> torch.Tensor:
             return torch.as_tensor(np.concatenate([[0], np.cumsum(counts)]), dtype=torch.int64)
@@ -226,6 +261,7 @@ class GraphSet(BatchedDataset):
         self.edge_index = cat("edge_index", 1) if self.has_edges else None
         self.y = _targets(y)
         self.batch_type = batch_type
+        self.x_d = x_d
 
     def __len__(self) -> int:
         return len(self.atom_ptr) - 1
@@ -257,6 +293,8 @@ class GraphSet(BatchedDataset):
                 atom_shift, n_edges, output_size=n_edge_total
             )
             fields.update({field: values[edges] for field, values in self.edges.items()})
+        if self.x_d is not None:
+            fields["x_d"] = self.x_d[idx]
         y = None if self.y is None else self.y[idx]
         return self.batch_type(**fields, molecule=segment, y=y, index=idx)
 

@@ -137,6 +137,7 @@ class FeatureStore:
             return JoinedStore(
                 featurizer.name,
                 [cls.build_or_open(p, table, cache_dir, n_jobs, progress, mol_ids) for p in parts],
+                featurizer.beside_graph,
             )
         identity = {
             "format": FORMAT_VERSION,
@@ -290,21 +291,25 @@ class FeatureStore:
 
 class JoinedStore(FeatureStore):
     """The caches of a joined featuriser's parts read as one: a molecule's `x` is the
-    parts' `x` side by side, in the parts' order, and a molecule any part refused is
-    refused (with that part's reason). Its key is the parts' keys together."""
+    parts' `x` side by side, in the parts' order, or with `beside_graph` the first part's
+    arrays (a graph) and the other parts' `x` side by side as `x_d`; a molecule any part
+    refused is refused (with that part's reason). Its key is the parts' keys together."""
 
-    def __init__(self, name: str, parts: list[FeatureStore]) -> None:
+    def __init__(self, name: str, parts: list[FeatureStore], beside_graph: bool = False) -> None:
         self.parts = parts
+        self.beside_graph = beside_graph
         failed: dict[str, str] = {}
         for part in reversed(parts):  # the first part's reason where several refused
             name_of = part.meta["featurizer"]["name"]
             failed |= {str(mol_id): f"{name_of}: {why}" for mol_id, why in part.failed.items()}
         keys = "+".join(part.meta["key"] for part in parts)
+        # beside a graph, only the graph's count: the vectors' are imputed when read
+        counted = parts[:1] if beside_graph else parts
         meta = {
             "key": hashlib.sha256(keys.encode()).hexdigest(),
             "featurizer": {"name": name, "parts": [part.meta["featurizer"] for part in parts]},
-            "n_nonfinite_values": sum(part.meta["n_nonfinite_values"] for part in parts),
-            "nonfinite_examples": [e for p in parts for e in p.meta["nonfinite_examples"]],
+            "n_nonfinite_values": sum(part.meta["n_nonfinite_values"] for part in counted),
+            "nonfinite_examples": [e for p in counted for e in p.meta["nonfinite_examples"]],
             "failed": failed,
         }
         super().__init__(parts[0].path, meta)
@@ -317,16 +322,25 @@ class JoinedStore(FeatureStore):
         return np.unique(np.concatenate([part.lacks(mol_ids) for part in self.parts]))
 
     def get(self, mol_id: int) -> dict[str, np.ndarray]:
-        return {"x": np.concatenate([part.get(mol_id)["x"] for part in self.parts])}
+        return self._joined([part.get(mol_id) for part in self.parts])
 
     def iter_arrays(self, mol_ids: Iterable[int]) -> Iterator[dict[str, np.ndarray]]:
         ids = np.asarray(mol_ids, dtype=np.int64)
         readers = [part.iter_arrays(ids) for part in self.parts]
         for arrays in zip(*readers, strict=True):
-            yield {"x": np.concatenate([a["x"] for a in arrays])}
+            yield self._joined(list(arrays))
+
+    def _joined(self, arrays: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        if self.beside_graph:
+            return arrays[0] | {"x_d": np.concatenate([a["x"] for a in arrays[1:]])}
+        return {"x": np.concatenate([a["x"] for a in arrays])}
 
     def matrix(self, mol_ids: Iterable[int], field: str = "x") -> np.ndarray:
         ids = np.asarray(mol_ids, dtype=np.int64)
+        if self.beside_graph:
+            if field != "x_d":
+                return self.parts[0].matrix(ids, field)
+            return np.hstack([part.matrix(ids) for part in self.parts[1:]])
         return np.hstack([part.matrix(ids, field) for part in self.parts])
 
 

@@ -115,7 +115,8 @@ def test_every_config_composes_and_builds(group, option, csv_task, statistics) -
 
 def test_every_featurizer_and_source_builds() -> None:
     for name in options("featurizer"):
-        instantiate(OmegaConf.load(CONFIGS / "featurizer" / f"{name}.yaml"))
+        featurizer = compose_config(f"featurizer/{name}", []).featurizer
+        instantiate(featurizer)
     for name in options("source"):
         instantiate(OmegaConf.load(CONFIGS / "source" / f"{name}.yaml"))
 

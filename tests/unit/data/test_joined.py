@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
+from oodmol.data.features import GraphFeatures, VectorFeatures
 from oodmol.data.featurize.descriptors import RDKitDescriptors
 from oodmol.data.featurize.fingerprints import MorganFingerprint
-from oodmol.data.featurize.joined import Joined
+from oodmol.data.featurize.graph2d import Graph2D
+from oodmol.data.featurize.joined import GraphWithVectors, Joined
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 
@@ -73,3 +76,40 @@ def test_a_subset_is_joined_from_subsets_and_extended_later(tmp_path) -> None:
 def test_a_joined_representation_needs_two_parts() -> None:
     with pytest.raises(ValueError, match="two parts or more"):
         Joined(descriptors=parts()[0])
+
+
+def test_a_graph_with_vectors_holds_the_graph_and_its_vectors_as_x_d(tmp_path) -> None:
+    descriptors, morgan = parts()
+    featurizer = GraphWithVectors(graph=Graph2D(), descriptors=descriptors, morgan=morgan)
+    store = FeatureStore.build_or_open(featurizer, table(), tmp_path, n_jobs=1)
+    graphs = FeatureStore.build_or_open(Graph2D(), table(), tmp_path, n_jobs=1)
+    vectors = np.hstack(
+        [
+            FeatureStore.build_or_open(p, table(), tmp_path, n_jobs=1).matrix(MOL_IDS)
+            for p in parts()
+        ]
+    )
+    np.testing.assert_array_equal(store.matrix(MOL_IDS, "x_d"), vectors)
+    arrays = store.get(8)
+    np.testing.assert_array_equal(arrays["x_d"], vectors[2])
+    np.testing.assert_array_equal(arrays["x"], graphs.get(8)["x"])
+    np.testing.assert_array_equal(arrays["edge_index"], graphs.get(8)["edge_index"])
+
+    # batched: the vectors scaled with the training molecules' mean and spread
+    features = GraphFeatures(vectors=VectorFeatures(field="x_d"))
+    train = MOL_IDS[:4]
+    facts = features.fit(store, train)
+    assert facts["atom_dim"] == graphs.get(8)["x"].shape[1]
+    assert features.facts()["descriptor_dim"] == 3 + 64
+    batch = features.dataset(store, MOL_IDS, np.zeros(5), "test").__getitems__([4, 1])[0]
+    mean, std = vectors[:4].mean(0), vectors[:4].std(0)
+    expected = (vectors[[4, 1]] - mean) / np.where(std > 1e-9 * std.max(), std, 1.0)
+    np.testing.assert_allclose(batch.x_d.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert batch.x_d.dtype == torch.float32 and len(batch) == 2
+    # what fit learnt travels with a checkpoint
+    again = GraphFeatures(vectors=VectorFeatures(field="x_d"))
+    again.load_state_dict(features.state_dict())
+    redone = again.dataset(store, MOL_IDS, None, "new").__getitems__([4, 1])[0]
+    torch.testing.assert_close(redone.x_d, batch.x_d)
+    with pytest.raises(ValueError, match="vectors beside the graphs"):
+        GraphFeatures().load_state_dict(features.state_dict())

@@ -65,6 +65,8 @@ class Featurizer(ABC):
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         """Features of one molecule."""
 
+    beside_graph = False  # of a joined one: whether its first part is a graph
+
     def joins(self) -> list[Featurizer]:
         """The featurisers whose vectors this one sets side by side, each read from its own
         cache (`oodmol.data.featurize.joined`); none for a featuriser of its own."""

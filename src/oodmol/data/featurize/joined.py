@@ -1,12 +1,14 @@
-"""Vector representations side by side: e.g. RDKit's descriptors beside the physics
-estimates (`model/representation=descriptors_physics`), so that a model reads what each
-says of the molecule.
+"""Representations side by side: vectors joined into one (`Joined`: e.g. RDKit's
+descriptors beside the physics estimates, `model/representation=descriptors_physics`), or
+a graph with molecule-level vectors beside it (`GraphWithVectors`: Chemprop's extra
+descriptors, read by the D-MPNN after aggregation), so that a model reads what each says
+of the molecule.
 
 Each part is cached as a run of that part alone caches it (a joined representation costs
 nothing its parts have not cost), and the feature cache reads them as one
 (`oodmol.data.store.JoinedStore`): a molecule's vector is the parts' vectors in the
-order the config names them, and a molecule any part refused is left out with that
-part's reason.
+order the config names them (`x`; beside a graph, `x_d`), and a molecule any part
+refused is left out with that part's reason.
 """
 
 from __future__ import annotations
@@ -33,3 +35,10 @@ class Joined(Featurizer):
 
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         raise TypeError(f"{self.name}: a joined representation is read from its parts' caches")
+
+
+class GraphWithVectors(Joined):
+    """A graph (the first part) and the other parts' vectors joined beside it as `x_d`
+    (`GraphWithVectors(graph=graph2d, descriptors=..., physics=...)`)."""
+
+    beside_graph = True

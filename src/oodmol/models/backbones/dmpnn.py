@@ -33,7 +33,10 @@ class DMPNN(nn.Module):
     "norm" aggregation (sum / `norm`) is neither the readout's sum nor its mean; "mean"
     and "sum" are Chemprop's other options. Chemprop uses the same aggregation for
     every task, so `task.extensive` does not change it. `ffn_layers` hidden layers of
-    `ffn_hidden` (ReLU, dropout) follow, as in Chemprop's `RegressionFFN`.
+    `ffn_hidden` (ReLU, dropout) follow, as in Chemprop's `RegressionFFN`. With
+    `descriptor_dim`, each molecule's vector beside its graph (`batch.x_d`, scaled on the
+    training set) joins the pooled embedding before the FFN, as Chemprop's extra
+    descriptors (`X_d`) do.
     """
 
     def __init__(
@@ -48,6 +51,7 @@ class DMPNN(nn.Module):
         norm: float = 100.0,
         ffn_layers: int = 1,
         ffn_hidden: int | None = None,
+        descriptor_dim: int = 0,
     ) -> None:
         super().__init__()
         if depth < 1:
@@ -61,7 +65,8 @@ class DMPNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.aggregation = aggregation
         self.norm = norm
-        dims = [hidden, *[ffn_hidden or hidden] * ffn_layers]
+        self.descriptor_dim = descriptor_dim
+        dims = [hidden + descriptor_dim, *[ffn_hidden or hidden] * ffn_layers]
         self.ffn = nn.Sequential(*dense_layers(dims, dropout))
         self.out_dim = dims[-1]
 
@@ -98,4 +103,12 @@ class DMPNN(nn.Module):
 
     def forward(self, batch: GraphBatch) -> torch.Tensor:
         h = self.encode(batch.x, batch.edge_index, batch.edge_attr)
-        return self.ffn(self.pool(h, batch.molecule, len(batch)))
+        pooled = self.pool(h, batch.molecule, len(batch))
+        if self.descriptor_dim:
+            if batch.x_d is None:
+                raise ValueError(
+                    f"this D-MPNN reads {self.descriptor_dim} descriptors beside each graph "
+                    "and the batch has none (model.features.vectors)"
+                )
+            pooled = torch.cat([pooled, batch.x_d.to(pooled.dtype)], dim=1)
+        return self.ffn(pooled)
