@@ -38,7 +38,7 @@ from oodmol.inference.checkpoint import CheckpointError, TrainedModel, read_trai
 from oodmol.io import atomic_write_text
 from oodmol.overrides import OverrideError
 from oodmol.training.build import apply_matmul_precision, build_baseline, build_model
-from oodmol.training.memory import plan_memory
+from oodmol.training.memory import halving_on_oom, plan_memory
 
 log = logging.getLogger(__name__)
 VARIANCES = ("var_epistemic", "var_aleatoric")
@@ -177,19 +177,25 @@ def _predictions(
         limit_mb=cfg.memory_limit_mb,
     )
     model.cpu()
-    batch_size = plan.eval_batch if plan else run.eval_batch_size
-    loader = DataLoader(dataset, batch_size=batch_size, collate_fn=features.collate)
     apply_matmul_precision(run)
-    L.seed_everything(run.seed)
-    trainer = L.Trainer(
-        accelerator=cfg.accelerator,
-        devices=1,
-        precision=run.trainer.precision,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=cfg.progress,
-    )
-    outputs = trainer.predict(model, dataloaders=loader, ckpt_path=cfg.ckpt_path, weights_only=True)
+    outputs: list[dict] = []
+
+    def predict(batch_size: int) -> None:
+        loader = DataLoader(dataset, batch_size=batch_size, collate_fn=features.collate)
+        L.seed_everything(run.seed)
+        trainer = L.Trainer(
+            accelerator=cfg.accelerator,
+            devices=1,
+            precision=run.trainer.precision,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=cfg.progress,
+        )
+        outputs[:] = trainer.predict(
+            model, dataloaders=loader, ckpt_path=cfg.ckpt_path, weights_only=True
+        )
+
+    halving_on_oom(predict, plan.eval_batch if plan else run.eval_batch_size)
     order = torch.cat([o["index"] for o in outputs]).numpy()
     columns = {"line": lines[order]}
     for name in ("pred", *VARIANCES):

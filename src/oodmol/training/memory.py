@@ -10,7 +10,9 @@ count: `oodmol.training.memory_meter`), and
   need and which batch size would fit, when that step does not fit;
 - evaluates in batches no larger than fit in its share of the memory available
   (`eval_batch_size` is then an upper bound), sized as if every molecule were as large
-  as the largest one evaluated.
+  as the largest one evaluated;
+- and where a GPU runs out of memory all the same while evaluating (another process took
+  some meanwhile), halves the evaluation batch and evaluates again (`halving_on_oom`).
 
 `memory_fraction` is the share of the available memory a run plans for: what the
 machine's other work may take meanwhile. `memory_limit_mb` replaces what is available
@@ -139,6 +141,33 @@ def plan_memory(
         eval_need / MB,
         eval_cost.facts(),
     )
+
+
+def halving_on_oom(evaluate: Callable[[int], None], batch_size: int) -> int:
+    """`evaluate(batch_size)`, run again with half the batch each time the device runs
+    out of memory, down to one molecule; the batch size that ran, said once in the log
+    where it is not the one asked for. An evaluation keeps nothing of a failed pass, so
+    running it again loses nothing."""
+    size = batch_size
+    while True:
+        try:
+            evaluate(size)
+            break
+        except torch.OutOfMemoryError:
+            if size == 1:
+                raise
+        size = max(1, size // 2)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # what the failed pass held goes back to the device
+    if size < batch_size:
+        log.warning(
+            "the device ran out of memory evaluating in batches of %d molecules: "
+            "evaluated in batches of %d (eval_batch_size=%d fits)",
+            batch_size,
+            size,
+            size,
+        )
+    return size
 
 
 def _checked_fraction(fraction: object) -> float:

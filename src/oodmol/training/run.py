@@ -55,7 +55,7 @@ from oodmol.training.device import device_facts
 from oodmol.training.divergence import DivergenceGuard, TrainingDiverged
 from oodmol.training.history import TrainingRecord, validation_summary
 from oodmol.training.loggers import Resumable
-from oodmol.training.memory import TrainingBatches, plan_memory
+from oodmol.training.memory import TrainingBatches, halving_on_oom, plan_memory
 from oodmol.training.preemption import PreemptionCheckpoint
 from oodmol.training.random_state import RandomState
 from oodmol.training.run_folder import (
@@ -264,7 +264,12 @@ class RunCallbacks:
                 self._facts(trainer) | ({"objective": objective} if objective else {})
             )
             selected = _best_checkpoint(trainer) or (self.last.last_model_path or None)
-            trainer.test(model, datamodule=dm, ckpt_path=selected, weights_only=True)
+
+            def test(batch_size: int) -> None:
+                dm.eval_batch_size = batch_size
+                trainer.test(model, datamodule=dm, ckpt_path=selected, weights_only=True)
+
+            halving_on_oom(test, dm.eval_batch_size)
         except SIGTERMException:
             raise self.preemption.stop(_resume_hint(self.overrides, self.folder)) from None
         except (TrainingDiverged, NonFinitePredictions) as error:

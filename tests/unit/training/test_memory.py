@@ -19,6 +19,7 @@ from oodmol.training.memory import (
     OPTIMIZER_COPIES,
     BatchTooLarge,
     TrainingBatches,
+    halving_on_oom,
     largest_fitting_batch,
     plan_memory,
     training_need,
@@ -150,3 +151,30 @@ def test_a_model_without_trained_weights_is_not_measured() -> None:
             self.register_buffer("trees", torch.zeros(3))
 
     assert plan(Forest(), limit_mb=1) is None
+
+
+def test_an_evaluation_out_of_memory_runs_again_with_half_the_batch(caplog) -> None:
+    tried: list[int] = []
+
+    def evaluate(batch_size: int) -> None:
+        tried.append(batch_size)
+        if batch_size > 100:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+
+    with caplog.at_level("WARNING", logger="oodmol.training.memory"):
+        assert halving_on_oom(evaluate, 512) == 64
+    assert tried == [512, 256, 128, 64]
+    assert [r.getMessage() for r in caplog.records] == [
+        "the device ran out of memory evaluating in batches of 512 molecules: evaluated "
+        "in batches of 64 (eval_batch_size=64 fits)"
+    ]
+    caplog.clear()
+    assert halving_on_oom(evaluate, 100) == 100 and not caplog.records  # fits: nothing said
+
+
+def test_an_evaluation_out_of_memory_at_one_molecule_is_the_devices_error() -> None:
+    def evaluate(batch_size: int) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    with pytest.raises(torch.OutOfMemoryError):
+        halving_on_oom(evaluate, 4)
