@@ -156,7 +156,8 @@ class InMemoryStore:
     def __init__(self, x: np.ndarray) -> None:
         self.x = x
 
-    def matrix(self, mol_ids: np.ndarray) -> np.ndarray:
+    def matrix(self, mol_ids: np.ndarray, field: str = "x") -> np.ndarray:
+        assert field == "x"  # the vectors' one field
         return self.x[np.asarray(mol_ids)]
 
 
