@@ -35,8 +35,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("largest")
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
-def test_the_estimate_is_at_or_a_little_above_the_measured_peak(family: str, data_dir: Path):
+def measured(family: str, data_dir: Path) -> list[dict]:
+    """The planner's estimate and the measured peak of each model of `family`."""
     models = FAMILIES[family]
     command = [sys.executable, "-m", "bench.memory_planner", "--json"]
     command += ["--models", ",".join(models), "--data-dir", str(data_dir)]
@@ -44,7 +44,25 @@ def test_the_estimate_is_at_or_a_little_above_the_measured_peak(family: str, dat
     assert done.returncode == 0, done.stderr[-3000:]
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [r["model"] for r in results] == models
-    for result in results:
-        estimate, peak = result["estimate"], result["peak"]
-        shown = f"{result['model']}: estimate {estimate / MB:.1f} MB, peak {peak / MB:.1f} MB"
-        assert peak <= estimate <= FAR_ABOVE_FOR.get(family, FAR_ABOVE) * peak + SLACK, shown
+    return results
+
+
+def outside(family: str, results: list[dict]) -> list[str]:
+    """The models whose estimate is below their peak or far above it."""
+    far = FAR_ABOVE_FOR.get(family, FAR_ABOVE)
+    return [
+        f"{r['model']}: estimate {r['estimate'] / MB:.1f} MB, peak {r['peak'] / MB:.1f} MB"
+        for r in results
+        if not r["peak"] <= r["estimate"] <= far * r["peak"] + SLACK
+    ]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_estimate_is_at_or_a_little_above_the_measured_peak(family: str, data_dir: Path):
+    """Measured again once before failing: the resident size is the machine's count, and
+    work outside the step moves it now and then (the MLP's estimate, 2.1 times its peak
+    in three runs here, was 9.5 times once, in a process beside two busy ones)."""
+    first = outside(family, measured(family, data_dir))
+    if first:
+        again = outside(family, measured(family, data_dir))
+        assert not again, f"first {first}, then {again}"
