@@ -11,10 +11,22 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from e2e_helpers import QUIET, RF, TinyTask
+from e2e_helpers import QUIET, RF, TinyTask, ends_in_one_line
 
 N = 60
 DELTA = ["baseline=physics", "++task.physics_estimate=log_p"]
+
+
+def predicts_as_the_run_did(tiny: TinyTask, run, name: str, count: int, rtol: float) -> None:
+    """`oodmol predict` from the run's last checkpoint on `count` of its OOD molecules
+    gives the predictions the run wrote."""
+    predictions = pd.read_csv(run / "predictions.csv")
+    ood = predictions[predictions["set"] == "ood"].head(count)
+    molecules, out = tiny.root / f"{name}.csv", tiny.root / f"{name}-predicted.csv"
+    ood[["smiles"]].to_csv(molecules, index=False)
+    predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"]
+    tiny.run([*predict, f"input={molecules}", f"out={out}", "progress=false"]).ok()
+    np.testing.assert_allclose(pd.read_csv(out)["y_pred"], ood["y_pred"], rtol=rtol)
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +103,7 @@ def test_both_together_reads_the_descriptors_beside_the_physics(tiny: TinyTask) 
     checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     width = len(checkpoint["oodmol_features"]["imputer_means"])
     assert width == len(RDKitDescriptors()(MolInput("CCO"))["x"]) + len(COLUMNS)
-    predictions = pd.read_csv(run / "predictions.csv")
-    ood = predictions[predictions["set"] == "ood"].head(4)
-    molecules, out = tiny.root / "both.csv", tiny.root / "both-predicted.csv"
-    ood[["smiles"]].to_csv(molecules, index=False)
-    predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"]
-    tiny.run([*predict, f"input={molecules}", f"out={out}", "progress=false"]).ok()
-    np.testing.assert_allclose(pd.read_csv(out)["y_pred"], ood["y_pred"], rtol=1e-6)
+    predicts_as_the_run_did(tiny, run, "both", 4, rtol=1e-6)
 
 
 def test_chemprop_reads_the_descriptors_and_physics_beside_its_graphs(tiny: TinyTask) -> None:
@@ -121,10 +127,30 @@ def test_chemprop_reads_the_descriptors_and_physics_beside_its_graphs(tiny: Tiny
     width = len(RDKitDescriptors()(MolInput("CCO"))["x"]) + len(COLUMNS)
     assert len(checkpoint["oodmol_features"]["vectors"]["mean"]) == width
     assert checkpoint["state_dict"]["backbone.ffn.0.weight"].shape == (16, 16 + width)
-    predictions = pd.read_csv(run / "predictions.csv")
-    ood = predictions[predictions["set"] == "ood"].head(4)
-    molecules, out = tiny.root / "chemprop.csv", tiny.root / "chemprop-predicted.csv"
-    ood[["smiles"]].to_csv(molecules, index=False)
-    predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"]
-    tiny.run([*predict, f"input={molecules}", f"out={out}", "progress=false"]).ok()
-    np.testing.assert_allclose(pd.read_csv(out)["y_pred"], ood["y_pred"], rtol=1e-5)
+    predicts_as_the_run_did(tiny, run, "chemprop", 4, rtol=1e-5)
+    # a checkpoint whose learnt vectors were taken out is refused in one line
+    del checkpoint["oodmol_features"]["vectors"]
+    tampered = tiny.root / "tampered.ckpt"
+    torch.save(checkpoint, tampered)
+    molecules = tiny.root / "chemprop.csv"
+    predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={tampered}", f"input={molecules}"]
+    result = tiny.run([*predict, f"out={tiny.root / 'tampered.csv'}", "progress=false"])
+    last = ends_in_one_line(result, 2)
+    assert "oodmol_features) does not fit its model.features" in last
+
+
+@pytest.mark.parametrize(
+    ("overrides", "phrase"),
+    [
+        (["model=chemprop", "+model.features.vectors._target_=oodmol.data.features.VectorFeatures",
+          "+model.features.vectors.field=x_d"], "holds graphs alone"),
+        (["model=chemprop", "+model.module.backbone.descriptor_dim=5"], "its batches have none"),
+    ],
+)  # fmt: skip
+def test_descriptors_asked_of_graphs_without_them_are_refused_in_one_line(
+    tiny: TinyTask, overrides: list[str], phrase: str
+) -> None:
+    run = tiny.root / f"refused-{len(overrides)}"
+    args = [*tiny.task_args(), *QUIET, *overrides, "model.max_epochs=1", "task.ood_size=10"]
+    result = tiny.run(["train.py", *args, f"hydra.run.dir={run}"])
+    assert phrase in ends_in_one_line(result, 2)

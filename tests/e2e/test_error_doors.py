@@ -24,12 +24,20 @@ import lmdb
 import numpy as np
 import pandas as pd
 import pytest
-from e2e_helpers import MLP, MORGAN, QUIET, REPO, TASK_NAME, Result, TinyTask
+from e2e_helpers import (
+    MLP,
+    MORGAN,
+    QUIET,
+    REPO,
+    TASK_NAME,
+    Result,
+    TinyTask,
+    ends_in_one_line,
+)
 from mount_helpers import namespace_problem, read_only, run_with_mounts, small_disk
 
 pytestmark = pytest.mark.slow
 
-HYDRA_WRAPPER = "Set the environment variable HYDRA_FULL_ERROR=1"
 HELPERS = {"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests" / "helpers")])}
 # an MLP on Morgan bits whose feature cache is larger than the small disk
 BIG_CACHE = [
@@ -223,15 +231,6 @@ def second_run_beside_a_live_one(task: TinyTask, command: list[str], go: Path) -
         go.touch()
     stdout, stderr = first.communicate(timeout=480)
     return first.pid, Result(args, first.returncode, stdout, stderr), second
-
-
-def ends_in_one_line(result: Result, code: int) -> str:
-    """The last line of the terminal, once the call ended with `code`, without a
-    traceback or Hydra's wrapper."""
-    shown = result.stdout + result.stderr
-    assert result.returncode == code, result.output()
-    assert "Traceback" not in shown and HYDRA_WRAPPER not in shown, result.output()
-    return shown.strip().splitlines()[-1]
 
 
 @pytest.fixture

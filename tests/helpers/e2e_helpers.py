@@ -86,6 +86,18 @@ class Result:
         return self
 
 
+HYDRA_WRAPPER = "Set the environment variable HYDRA_FULL_ERROR=1"
+
+
+def ends_in_one_line(result: Result, code: int) -> str:
+    """The last line of the terminal, once the call ended with `code`, without a
+    traceback or Hydra's wrapper."""
+    shown = result.stdout + result.stderr
+    assert result.returncode == code, result.output()
+    assert "Traceback" not in shown and HYDRA_WRAPPER not in shown, result.output()
+    return shown.strip().splitlines()[-1]
+
+
 @dataclass
 class TinyTask:
     """The tiny task of one test module: its CSV, its data dir (caches and split files

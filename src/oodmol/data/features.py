@@ -11,6 +11,7 @@ from torch.utils.data import Dataset
 from oodmol.data.batches import Batch, GraphBatch, PointCloudBatch, VectorBatch
 from oodmol.data.featurize.impute import TrainImputer
 from oodmol.data.store import FeatureStore
+from oodmol.errors import InputError
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -184,10 +185,11 @@ class GraphFeatures(FeatureSet):
         facts = {"atom_dim": self.atom_dim, "bond_dim": self.bond_dim}
         if self.vectors is not None:
             if "x_d" not in first:
-                raise ValueError(
-                    f"graph features with vectors beside them read a graph-with-vectors "
-                    f"cache (featurizer oodmol.data.featurize.joined.GraphWithVectors); "
-                    f"{store.path.name} holds graphs alone"
+                raise InputError(
+                    f"model.features.vectors reads vectors beside each graph, and the "
+                    f"featurizer's cache {store.path.name} holds graphs alone: use a "
+                    f"featurizer that sets them beside (model=chemprop_descriptors), or "
+                    f"drop model.features.vectors"
                 )
             facts |= self.vectors.fit(store, train_ids)
         return facts

@@ -37,7 +37,12 @@ from oodmol.data.validate import parse_all
 from oodmol.inference.checkpoint import CheckpointError, TrainedModel, read_trained_model
 from oodmol.io import atomic_write_text
 from oodmol.overrides import OverrideError
-from oodmol.training.build import apply_matmul_precision, build_baseline, build_model
+from oodmol.training.build import (
+    FEATURES_KEY,
+    apply_matmul_precision,
+    build_baseline,
+    build_model,
+)
 from oodmol.training.memory import halving_on_oom, plan_memory
 
 log = logging.getLogger(__name__)
@@ -163,7 +168,14 @@ def _predictions(
     model predicts at test time (MC dropout samples with the run's seed)."""
     run = trained.config
     features = instantiate(run.model.features)
-    features.load_state_dict(trained.features)
+    try:
+        features.load_state_dict(trained.features)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        reason = f"it lacks {error}" if isinstance(error, KeyError) else str(error)
+        raise CheckpointError(
+            f"ckpt_path={trained.path}: what its feature set learnt ({FEATURES_KEY}) does not "
+            f"fit its model.features: {reason}; use the checkpoint train.py wrote"
+        ) from None
     dataset = features.dataset(store, lines, None, "predict")
     model = build_model(run, trained.statistics)
     on_gpu = cfg.accelerator in ("gpu", "cuda") or (cfg.accelerator == "auto" and gpu_present())
@@ -178,9 +190,8 @@ def _predictions(
     )
     model.cpu()
     apply_matmul_precision(run)
-    outputs: list[dict] = []
 
-    def predict(batch_size: int) -> None:
+    def predict(batch_size: int) -> list[dict]:
         loader = DataLoader(dataset, batch_size=batch_size, collate_fn=features.collate)
         L.seed_everything(run.seed)
         trainer = L.Trainer(
@@ -191,11 +202,11 @@ def _predictions(
             enable_checkpointing=False,
             enable_progress_bar=cfg.progress,
         )
-        outputs[:] = trainer.predict(
+        return trainer.predict(
             model, dataloaders=loader, ckpt_path=cfg.ckpt_path, weights_only=True
         )
 
-    halving_on_oom(predict, plan.eval_batch if plan else run.eval_batch_size)
+    outputs = halving_on_oom(predict, plan.eval_batch if plan else run.eval_batch_size)
     order = torch.cat([o["index"] for o in outputs]).numpy()
     columns = {"line": lines[order]}
     for name in ("pred", *VARIANCES):

@@ -26,6 +26,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import lightning as L
 import numpy as np
@@ -37,6 +38,7 @@ from oodmol.training.memory_curve import ENDS, LARGEST, MB, BatchCost, measure_c
 from oodmol.training.memory_meter import available_bytes, can_measure, measured
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 # Adam's two moments stay beside every step, and its update makes about two more
 # copies of the weights while it runs (the gradients are measured with the step)
 OPTIMIZER_COPIES = 4
@@ -143,15 +145,15 @@ def plan_memory(
     )
 
 
-def halving_on_oom(evaluate: Callable[[int], None], batch_size: int) -> int:
-    """`evaluate(batch_size)`, run again with half the batch each time the device runs
-    out of memory, down to one molecule; the batch size that ran, said once in the log
-    where it is not the one asked for. An evaluation keeps nothing of a failed pass, so
-    running it again loses nothing."""
+def halving_on_oom(evaluate: Callable[[int], T], batch_size: int) -> T:
+    """What `evaluate(batch_size)` returns, run again with half the batch each time the
+    device runs out of memory, down to one molecule; said once in the log where the
+    batch that ran is not the one asked for. An evaluation keeps nothing of a failed
+    pass, so running it again loses nothing."""
     size = batch_size
     while True:
         try:
-            evaluate(size)
+            result = evaluate(size)
             break
         except torch.OutOfMemoryError:
             if size == 1:
@@ -167,7 +169,7 @@ def halving_on_oom(evaluate: Callable[[int], None], batch_size: int) -> int:
             size,
             size,
         )
-    return size
+    return result
 
 
 def _checked_fraction(fraction: object) -> float:

@@ -31,20 +31,26 @@ class Tiny(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def test_the_clock_times_each_epoch_with_its_validation(tmp_path: Path) -> None:
-    data = TensorDataset(torch.randn(32, 4), torch.randn(32))
-    out = tmp_path / "clock.json"
+def clocked(module: L.LightningModule, n: int, folder: Path, **limits) -> dict:
+    """What the clock wrote of a CPU fit of `module` on `n` random rows in batches of 8,
+    for Lightning's `limits` (max_epochs, max_time)."""
+    data = TensorDataset(torch.randn(n, 4), torch.randn(n))
+    out = folder / "clock.json"
     trainer = L.Trainer(
-        max_epochs=3,
         accelerator="cpu",
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=[EpochClock(str(out))],
+        **limits,
     )
-    trainer.fit(Tiny(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
-    figures = json.loads(out.read_text())
+    trainer.fit(module, DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
+    return json.loads(out.read_text())
+
+
+def test_the_clock_times_each_epoch_with_its_validation(tmp_path: Path) -> None:
+    figures = clocked(Tiny(), 32, tmp_path, max_epochs=3)
     assert len(figures["epochs_s"]) == 3 and all(s > 0 for s in figures["epochs_s"])
     assert figures["peak_mb"] > 0 and figures["device"].startswith("CPU")
     assert figures["cut_s"] == []
@@ -56,19 +62,7 @@ def test_an_epoch_cut_short_by_max_time_is_kept_apart(tmp_path: Path) -> None:
             time.sleep(0.3)
             return super().training_step(batch, batch_idx)
 
-    data = TensorDataset(torch.randn(64, 4), torch.randn(64))
-    out = tmp_path / "clock.json"
-    trainer = L.Trainer(
-        max_epochs=5,
-        max_time={"seconds": 4},  # 2.4 s an epoch: the second is cut
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[EpochClock(str(out))],
-    )
-    trainer.fit(Slow(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
-    figures = json.loads(out.read_text())
+    # 2.4 s an epoch: the second is cut
+    figures = clocked(Slow(), 64, tmp_path, max_epochs=5, max_time={"seconds": 4})
     assert len(figures["epochs_s"]) == 1 and figures["epochs_s"][0] > 2.4
     assert len(figures["cut_s"]) == 1 and figures["cut_s"][0] < 2.4

@@ -156,10 +156,11 @@ def test_a_model_without_trained_weights_is_not_measured() -> None:
 def test_an_evaluation_out_of_memory_runs_again_with_half_the_batch(caplog) -> None:
     tried: list[int] = []
 
-    def evaluate(batch_size: int) -> None:
+    def evaluate(batch_size: int) -> int:
         tried.append(batch_size)
         if batch_size > 100:
             raise torch.OutOfMemoryError("CUDA out of memory")
+        return batch_size  # what the evaluation that ran returns
 
     with caplog.at_level("WARNING", logger="oodmol.training.memory"):
         assert halving_on_oom(evaluate, 512) == 64

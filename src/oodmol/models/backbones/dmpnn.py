@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from oodmol.data.batches import GraphBatch
+from oodmol.errors import InputError
 from oodmol.models.heads import dense_layers
 
 Aggregation = Literal["norm", "mean", "sum"]
@@ -106,9 +107,10 @@ class DMPNN(nn.Module):
         pooled = self.pool(h, batch.molecule, len(batch))
         if self.descriptor_dim:
             if batch.x_d is None:
-                raise ValueError(
-                    f"this D-MPNN reads {self.descriptor_dim} descriptors beside each graph "
-                    "and the batch has none (model.features.vectors)"
+                raise InputError(
+                    f"model.module.backbone.descriptor_dim={self.descriptor_dim}: the D-MPNN "
+                    "reads descriptors beside each graph and its batches have none: set "
+                    "model.features.vectors (model=chemprop_descriptors does), or drop it"
                 )
             pooled = torch.cat([pooled, batch.x_d.to(pooled.dtype)], dim=1)
         return self.ffn(pooled)
