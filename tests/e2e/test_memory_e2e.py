@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 import pytest
-from e2e_helpers import MLP, QUIET, Result, TinyTask
+from e2e_helpers import MLP, QUIET, TinyTask, ends_in_one_line
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +54,9 @@ OUT_OF_MEMORY = textwrap.dedent(
 )
 
 
-def refused_in_one_line(result: Result, phrase: str) -> str:
-    """The terminal's last line, where the refusal is: exit 2, no traceback."""
-    assert result.returncode == 2, result.output()
-    assert "Traceback" not in result.stdout + result.stderr, result.output()
-    last = (result.stdout + result.stderr).strip().splitlines()[-1]
-    assert phrase in last, result.output()
-    return last
-
-
 def test_a_run_whose_training_steps_cannot_fit_is_refused_before_training(tiny: TinyTask):
-    last = refused_in_one_line(tiny.result("too_large"), "needs about")
+    last = ends_in_one_line(tiny.result("too_large"), 2)
+    assert "needs about" in last
     assert last.startswith("[oodmol train] model.batch_size=")
     assert "for its largest training step" in last
     assert "use a machine with more memory" in last
@@ -73,7 +65,7 @@ def test_a_run_whose_training_steps_cannot_fit_is_refused_before_training(tiny: 
 
 
 def test_a_memory_fraction_that_is_no_share_is_refused_in_one_line(tiny: TinyTask):
-    refused_in_one_line(tiny.result("no_share"), "memory_fraction must be a share")
+    assert "memory_fraction must be a share" in ends_in_one_line(tiny.result("no_share"), 2)
 
 
 def test_a_run_that_fits_trains_and_records_its_plan(tiny: TinyTask):
