@@ -10,12 +10,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 from dftd4.interface import DispersionModel
+from rdkit import Chem
+from rdkit.Chem import rdForceFieldHelpers as force_fields
+from rdkit.Geometry import Point3D
 from tblite.interface import Calculator
 
 from oodmol.data.baseline import LinearBaseline
 from oodmol.data.featurize.base import MolInput
 from oodmol.data.featurize.graph3d import Graph3D
-from oodmol.data.featurize.physics import BOHR, COLUMNS, HARTREE_KCAL, PhysicsEstimates
+from oodmol.data.featurize.physics import (
+    BOHR,
+    COLUMNS,
+    HARTREE_KCAL,
+    PhysicsEstimates,
+    geometry_molecule,
+    mmff_hessian,
+)
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 
@@ -86,6 +96,38 @@ def test_harmonic_zpve_and_heat_capacity_come_near_dft(smiles, zpve, cv, geometr
     assert ours["zpve"] == pytest.approx(zpve, rel=0.08)
     assert ours["cv"] == pytest.approx(cv, rel=0.05)
     assert ours["n_imaginary"] == 0
+
+
+def fresh_field_hessian(mol: Chem.Mol, properties, x0: np.ndarray, step: float) -> np.ndarray:
+    """The slow reference: a force field built anew at every displaced geometry."""
+    conformer = mol.GetConformer()
+
+    def gradient(x: np.ndarray) -> np.ndarray:
+        for i in range(len(x) // 3):
+            conformer.SetAtomPosition(i, Point3D(*x[3 * i : 3 * i + 3]))
+        return np.asarray(force_fields.MMFFGetMoleculeForceField(mol, properties).CalcGrad())
+
+    at_x0 = gradient(x0)
+    rows = []
+    for k in range(len(x0)):
+        shifted = x0.copy()
+        shifted[k] += step
+        rows.append((gradient(shifted) - at_x0) / step)
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("smiles", ["CCO", "c1ccccc1O"])
+def test_the_hessian_of_one_field_equals_a_field_per_displacement(smiles, geometries) -> None:
+    """Away from the minimum too, where the gradients are large: a field's gradient at
+    new positions that read its stale distances would differ by tens of kcal/mol/Å."""
+    geometry = geometries[smiles]
+    z, pos = geometry["z"].astype(np.int64), geometry["pos"].astype(np.float64)
+    mol = geometry_molecule(Chem.MolFromSmiles(smiles), z, pos, 0)
+    properties = force_fields.MMFFGetMoleculeProperties(mol)
+    x0 = pos.ravel() + np.random.default_rng(0).normal(0.0, 0.05, pos.size)
+    field = force_fields.MMFFGetMoleculeForceField(mol, properties)
+    fast = mmff_hessian(field, x0, 0.002)
+    np.testing.assert_array_equal(fast, fresh_field_hessian(mol, properties, x0, 0.002))
 
 
 def test_sizes_follow_the_molecule(geometries) -> None:
