@@ -20,6 +20,11 @@ from oodmol.report.boom_reference import boom_paper
 from oodmol.report.tables import flags
 
 PHYSICS_ALONE = "mean Δphysics"
+BOOM_MODEL, BOOM_OOD, BOOM_RATIO = (
+    "BOOM's best: model",
+    "BOOM's best: OOD RMSE",
+    "BOOM's best: OOD/ID",
+)
 FULL_RUN_FLAGS = {"left_out"}
 KINDS = ("physics alone", "best without physics", "best with physics")
 
@@ -68,9 +73,9 @@ def boom_best() -> pd.DataFrame:
     return pd.DataFrame(
         {
             "task": best["task"],
-            "boom_model": best["model"],
-            "boom_ood_rmse": best["OOD"],
-            "boom_ratio": best["OOD"] / best["ID"],
+            BOOM_MODEL: best["model"],
+            BOOM_OOD: best["OOD"],
+            BOOM_RATIO: best["OOD"] / best["ID"],
         }
     ).set_index("task")
 
@@ -98,7 +103,7 @@ def physics_table(rows: pd.DataFrame) -> pd.DataFrame:
         out.append(line)
     table = pd.DataFrame(out).set_index("task")
     best_ours = table[[f"{k}: OOD RMSE" for k in KINDS]].min(axis=1)
-    table["best oodmol / BOOM"] = best_ours / table.get("boom_ood_rmse", np.nan)
+    table["best oodmol / BOOM"] = best_ours / table.get(BOOM_OOD, np.nan)
     return table
 
 
@@ -115,9 +120,15 @@ def write_physics(runs: pd.DataFrame, out: Path) -> list[Path]:
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """The table as Markdown: a row per task, 4 significant digits."""
+    """The table as Markdown: a row per task, 4 significant digits, "–" where a kind has
+    no run."""
     frame = table.reset_index()
-    cell = lambda v: f"{v:.4g}" if isinstance(v, float) else ("–" if v is None else str(v))  # noqa: E731
+
+    def cell(value) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "–"
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
+
     lines = [
         "## Physics against learning: OOD RMSE per task beside BOOM's best",
         "",
@@ -134,7 +145,7 @@ def physics_figure(table: pd.DataFrame) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(tasks) + 2), 3.6))
     width = 0.8 / len(KINDS)
     for i, kind in enumerate(KINDS):
-        ratio = table[f"{kind}: OOD RMSE"] / table["boom_ood_rmse"]
+        ratio = table[f"{kind}: OOD RMSE"] / table[BOOM_OOD]
         ax.bar(np.arange(len(tasks)) + (i - 1) * width, ratio, width, label=kind)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_xticks(np.arange(len(tasks)), tasks, rotation=40, ha="right")

@@ -7,14 +7,22 @@ import math
 import pandas as pd
 import pytest
 
-from oodmol.report.physics import boom_best, physics_rows, physics_table, uses_physics
+from oodmol.report.physics import (
+    BOOM_OOD,
+    BOOM_RATIO,
+    boom_best,
+    markdown,
+    physics_rows,
+    physics_table,
+    uses_physics,
+)
 
 
 def test_booms_best_is_the_lowest_ood_rmse_of_its_tables() -> None:
     best = boom_best()
-    assert best.loc["qm9_homo", "boom_ood_rmse"] == pytest.approx(0.0126)
-    assert best.loc["csd10k_density", "boom_ood_rmse"] == pytest.approx(0.0279)
-    assert best.loc["lipophilicity", "boom_ood_rmse"] == pytest.approx(0.956)
+    assert best.loc["qm9_homo", BOOM_OOD] == pytest.approx(0.0126)
+    assert best.loc["csd10k_density", BOOM_OOD] == pytest.approx(0.0279)
+    assert best.loc["lipophilicity", BOOM_OOD] == pytest.approx(0.956)
 
 
 def test_each_kind_keeps_its_best_model() -> None:
@@ -36,7 +44,7 @@ def test_each_kind_keeps_its_best_model() -> None:
     assert line["best with physics: model"] == "rf Δphysics"
     assert line["best with physics: OOD/ID"] == pytest.approx(1.5)
     assert line["best oodmol / BOOM"] == pytest.approx(0.009 / 0.0126)
-    assert not math.isnan(line["boom_ratio"])
+    assert not math.isnan(line[BOOM_RATIO])
 
 
 def test_runs_that_left_out_unrepresentable_molecules_count_subsets_do_not() -> None:
@@ -73,3 +81,18 @@ def test_runs_that_left_out_unrepresentable_molecules_count_subsets_do_not() -> 
 )
 def test_which_models_read_the_physics(label: str, reads_physics: bool) -> None:
     assert uses_physics(label) is reads_physics
+
+
+def test_the_markdown_names_booms_columns_and_dashes_a_kind_without_runs() -> None:
+    rows = pd.DataFrame(
+        {"task": ["qm9_mu"], "model": ["physics-ridge"], "ood_rmse": [0.5], "id_rmse": [0.25]}
+    )
+    rows["ratio"], rows["seeds"] = 2.0, 1
+    rows["physics"] = rows["model"].map(uses_physics)
+    header, _, line = markdown(physics_table(rows)).splitlines()[2:5]
+    assert "BOOM's best: OOD RMSE" in header and "boom_" not in header
+    cells = dict(zip(header.strip("| ").split(" | "), line.strip("| ").split(" | "), strict=True))
+    assert cells["best without physics: model"] == "–"
+    assert cells["best without physics: OOD RMSE"] == "–"
+    assert cells["BOOM's best: OOD RMSE"] == "2.173"
+    assert cells["best with physics: OOD RMSE"] == "0.5"
