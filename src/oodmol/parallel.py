@@ -47,7 +47,8 @@ _BATCH_SECONDS = 0.05  # measured work per message to a worker
 _MAX_BATCH = 256  # items per message at most
 _PARENT_CHECK_SECONDS = 1.0  # how often an idle worker checks that its parent lives
 _STOP_SECONDS = 5.0  # how long a worker told to stop may take before it is killed
-_MAX_UNEXPLAINED_DEATHS = 3  # workers dying outside any item, in a row, before the run fails
+_MAX_UNEXPLAINED_DEATHS = 3  # workers dying with no item to blame, in a row, before the run fails
+_STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 _core_cap: int | None = None
@@ -353,21 +354,23 @@ class _Supervisor:
         self.unexplained = 0
 
     def _died(self, i: int) -> None:
-        """Replace worker `i`, which died: the item it was on is refused; a death
-        outside any item is counted, so that workers that cannot run at all end the run
-        instead of being restarted forever."""
+        """Replace worker `i`, which died: the item it was on is refused, unless a stop
+        signal ended it (`_stopped`: its batch goes out again, as a build stopped and
+        started again would give it). A death with no item to blame is counted, so that
+        workers that cannot run at all end the run instead of being restarted forever."""
         worker = self.workers[i]
         worker.process.join()  # its exit code, now that its sentinel says it ended
         item = worker.item()
         reason = _death(worker.process.exitcode)
-        if item is None and worker.batch:
+        stopped = _stopped(worker.process.exitcode)
+        if (item is None and worker.batch) or stopped:
             self.unexplained += 1
             if self.unexplained > _MAX_UNEXPLAINED_DEATHS:
                 raise RuntimeError(
-                    f"{self.unexplained} worker processes in a row ended outside any item "
-                    f"({reason}); the messages above may say why"
+                    f"{self.unexplained} worker processes in a row ended with no item to "
+                    f"blame ({reason}); the messages above may say why"
                 )
-        self._replace(i, None if item is None else item[0], reason)
+        self._replace(i, None if item is None or stopped else item[0], reason)
 
     def _overran(self, i: int, index: int) -> None:
         """Kill worker `i`, whose item ran past the time limit, and replace it; the
@@ -392,6 +395,12 @@ class _Supervisor:
         worker.batch = []
         worker.stop(kill=True)
         self._start(i)
+
+
+def _stopped(exitcode: int | None) -> bool:
+    """Whether a stop signal from outside ended the worker (an operator's `kill`, a
+    scheduler's pre-emption of the job's processes, a closed terminal), not its item."""
+    return exitcode is not None and -exitcode in _STOP_SIGNALS
 
 
 def _death(exitcode: int | None) -> str:

@@ -84,6 +84,21 @@ def unsendable(x: int) -> threading.Lock:
     return threading.Lock()  # does not pickle: the worker dies sending it back
 
 
+def stopped_once(x: int, marks: Path) -> int:
+    """Item 7's worker is stopped from outside (SIGTERM, as `kill` or a scheduler's
+    pre-emption sends it) the first time it is on that item; `marks` remembers."""
+    if x == 7 and not (marks / "stopped").exists():
+        (marks / "stopped").touch()
+        os.kill(os.getpid(), signal.SIGTERM)
+    return x
+
+
+def always_stopped(x: int) -> int:
+    if x == 7:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return x
+
+
 def gone(pids: set[int]) -> bool:
     """No process of these ids is left (the workers were ended and waited for)."""
     for pid in pids:
@@ -132,8 +147,25 @@ def test_an_item_past_its_time_limit_is_refused_and_its_worker_ended() -> None:
 @pytest.mark.slow  # worker processes crash, stall and are replaced
 def test_workers_that_cannot_answer_end_the_run() -> None:
     """A worker that dies outside any item is replaced, but not forever."""
-    with pytest.raises(RuntimeError, match="worker processes in a row ended outside any item"):
+    with pytest.raises(RuntimeError, match="worker processes in a row ended with no item to blame"):
         supervised(unsendable, [1, 2, 3])
+
+
+@pytest.mark.slow  # worker processes crash, stall and are replaced
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_a_worker_stopped_from_outside_refuses_nothing(n_jobs: int, tmp_path: Path) -> None:
+    """Its item is not to blame: it is computed again, by the worker that replaces it."""
+    results = supervised(partial(stopped_once, marks=tmp_path), list(range(20)), n_jobs=n_jobs)
+    assert (tmp_path / "stopped").exists()
+    assert results == list(range(20))
+
+
+@pytest.mark.slow  # worker processes crash, stall and are replaced
+def test_workers_stopped_again_and_again_end_the_run() -> None:
+    with pytest.raises(
+        RuntimeError, match=r"no item to blame \(its worker process died of SIGTERM\)"
+    ):
+        supervised(always_stopped, list(range(10)), n_jobs=2)
 
 
 @pytest.mark.slow  # worker processes crash, stall and are replaced
