@@ -23,36 +23,16 @@ from pathlib import Path
 import numpy as np
 from hydra.utils import instantiate
 from rdkit import Chem
-from rdkit.Chem import rdForceFieldHelpers as force_fields
 from threadpoolctl import threadpool_limits
 
 from oodmol.config import compose_config
 from oodmol.data.featurize.base import FeaturizationError, inputs_of
 from oodmol.data.featurize.graph3d import Graph3D
-from oodmol.data.featurize.physics import fragments_apart, geometry_molecule, mmff_hessian
+from oodmol.data.featurize.physics import mmff_hessian, mmff_minimum, placed_molecule
 from oodmol.data.task import load_task
 
 REPO = Path(__file__).resolve().parents[1]
 STEP = 0.002  # Å, the featuriser's hessian_step
-
-
-def minimum(smiles: str, z: np.ndarray, pos: np.ndarray):
-    """The molecule at its MMFF94 minimum nearest `pos`, its MMFF94 properties and the
-    minimum's flat coordinates, as the featuriser's `vibrations` finds them (None where
-    MMFF94 has no parameters)."""
-    parsed = Chem.MolFromSmiles(smiles)
-    charge = Chem.GetFormalCharge(parsed)
-    mol = geometry_molecule(parsed, z, pos, charge)
-    apart = fragments_apart(mol, pos)
-    if apart is not pos:
-        mol = geometry_molecule(parsed, z, apart, charge)
-    properties = force_fields.MMFFGetMoleculeProperties(mol)
-    if properties is None:
-        return None
-    field = force_fields.MMFFGetMoleculeForceField(mol, properties)
-    field.Initialize()
-    field.Minimize(maxIts=2000)
-    return mol, properties, np.asarray(field.Positions(), dtype=np.float64)
 
 
 def main() -> None:
@@ -79,16 +59,15 @@ def main() -> None:
             for mol_input in inputs_of(table, rows):
                 try:
                     arrays = geometry(mol_input)
-                    found = minimum(mol_input.smiles, arrays["z"], arrays["pos"].astype(float))
+                    parsed = Chem.MolFromSmiles(mol_input.smiles)
+                    charge = Chem.GetFormalCharge(parsed)
+                    pos = arrays["pos"].astype(float)
+                    mol, _ = placed_molecule(parsed, arrays["z"], pos, charge)
+                    field, properties, x0 = mmff_minimum(mol)  # as `vibrations` finds it
                 except FeaturizationError:
                     continue
-                if found is None:
-                    continue
-                mol, properties, x0 = found
                 began = time.perf_counter()
-                fast = mmff_hessian(
-                    force_fields.MMFFGetMoleculeForceField(mol, properties), x0, STEP
-                )
+                fast = mmff_hessian(field, x0, STEP)
                 times["one"].append(time.perf_counter() - began)
                 began = time.perf_counter()
                 slow = field_per_displacement_hessian(mol, properties, x0, STEP)

@@ -164,10 +164,7 @@ class PhysicsEstimates(Featurizer):
             raise FeaturizationError(f"RDKit cannot read {mol.smiles!r}")
         charge = Chem.GetFormalCharge(parsed)
         unpaired = sum(a.GetNumRadicalElectrons() for a in parsed.GetAtoms())
-        geometry = geometry_molecule(parsed, z, pos, charge)
-        apart = fragments_apart(geometry, pos)
-        if apart is not pos:
-            pos, geometry = apart, geometry_molecule(parsed, z, apart, charge)
+        geometry, pos = placed_molecule(parsed, z, pos, charge)
         with _one_thread():
             values = {
                 **xtb_estimates(z, pos, charge, unpaired, self.xtb_accuracy, self.solvents),
@@ -303,6 +300,18 @@ def geometry_molecule(parsed: Chem.Mol, z: np.ndarray, pos: np.ndarray, charge: 
     return with_h
 
 
+def placed_molecule(
+    parsed: Chem.Mol, z: np.ndarray, pos: np.ndarray, charge: int
+) -> tuple[Chem.Mol, np.ndarray]:
+    """The molecule the estimates are computed on (`geometry_molecule`), its covalent
+    fragments set apart (`fragments_apart`), and its coordinates."""
+    geometry = geometry_molecule(parsed, z, pos, charge)
+    apart = fragments_apart(geometry, pos)
+    if apart is pos:
+        return geometry, pos
+    return geometry_molecule(parsed, z, apart, charge), apart
+
+
 def fragments_apart(mol: Chem.Mol, pos: np.ndarray, gap: float = FRAGMENT_GAP) -> np.ndarray:
     """The geometry with the molecule's covalent fragments (a salt's ions, a co-crystal's
     molecules) `gap` Å apart along x, each as it was; `pos` itself for one fragment.
@@ -340,13 +349,7 @@ def vibrations(mol: Chem.Mol, step: float) -> dict[str, float]:
     """ZPVE (Eh) and heat capacity at 298.15 K (cal/(mol K)) from the MMFF94 harmonic
     frequencies at the MMFF94 minimum nearest the geometry, the Hessian being the forward
     difference of MMFF94's analytic gradient (`mmff_hessian`)."""
-    properties = force_fields.MMFFGetMoleculeProperties(mol)
-    if properties is None:
-        raise FeaturizationError("MMFF94 has no parameters for this molecule")
-    field = force_fields.MMFFGetMoleculeForceField(mol, properties)
-    field.Initialize()
-    field.Minimize(maxIts=2000)
-    x0 = np.asarray(field.Positions(), dtype=np.float64)
+    field, _, x0 = mmff_minimum(mol)
     n = len(x0) // 3
     hessian = mmff_hessian(field, x0, step)
     hessian = (hessian + hessian.T) / 2
@@ -365,6 +368,18 @@ def vibrations(mol: Chem.Mol, step: float) -> dict[str, float]:
         "cv": R_CAL * (vibration + 1.5 + rotation),
         "n_imaginary": float((modes < -1e-3).sum()),
     }
+
+
+def mmff_minimum(mol: Chem.Mol) -> tuple:
+    """MMFF94's force field of `mol`, its parameters and the flat coordinates (Å) of the
+    minimum nearest `mol`'s conformer, to which the conformer is moved."""
+    properties = force_fields.MMFFGetMoleculeProperties(mol)
+    if properties is None:
+        raise FeaturizationError("MMFF94 has no parameters for this molecule")
+    field = force_fields.MMFFGetMoleculeForceField(mol, properties)
+    field.Initialize()
+    field.Minimize(maxIts=2000)
+    return field, properties, np.asarray(field.Positions(), dtype=np.float64)
 
 
 def mmff_hessian(field, x0: np.ndarray, step: float) -> np.ndarray:
