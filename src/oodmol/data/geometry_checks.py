@@ -271,6 +271,26 @@ def _graph_mapping(
     return list(match)
 
 
+def atoms_in_geometry(
+    mol: Chem.Mol, numbers: np.ndarray, positions: np.ndarray
+) -> list[int] | None:
+    """For each atom of the geometry, the atom of `mol` (hydrogens explicit) it is, where
+    the geometry shows every bond of `mol`; None where it does not. Perceived contacts
+    beyond the bonds are allowed: a strained cage holds some (an ether oxygen within
+    `COVALENT_FACTOR` times the covalent radii of a third atom)."""
+    elements = [a.GetAtomicNum() for a in mol.GetAtoms()]
+    if sorted(int(z) for z in numbers) != sorted(elements):
+        return None
+    geometry = _skeleton(numbers, perceived_bonds(numbers, positions))
+    match = geometry.GetSubstructMatch(_skeleton(elements, set(molecule_bonds(mol))))
+    if len(match) != len(elements):
+        return None
+    order = [0] * len(elements)
+    for atom, placed in enumerate(match):  # match[atom]: the geometry's atom of mol's atom
+        order[placed] = atom
+    return order
+
+
 def _skeleton(numbers, bonds: set[tuple[int, int]]) -> Chem.Mol:
     """Elements and single bonds only, unsanitised: the graph a geometry can show."""
     mol = Chem.RWMol()

@@ -16,13 +16,14 @@ from rdkit.Chem import rdForceFieldHelpers as force_fields
 from tblite.interface import Calculator
 
 from oodmol.data.baseline import LinearBaseline
-from oodmol.data.featurize.base import MolInput
+from oodmol.data.featurize.base import FeaturizationError, MolInput
 from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.featurize.physics import (
     BOHR,
     COLUMNS,
     HARTREE_KCAL,
     PhysicsEstimates,
+    _perceived,
     geometry_molecule,
     mmff_hessian,
 )
@@ -110,6 +111,22 @@ def test_the_hessian_of_one_field_equals_a_field_per_displacement(smiles, geomet
     field = force_fields.MMFFGetMoleculeForceField(mol, properties)
     fast = mmff_hessian(field, x0, 0.002)
     np.testing.assert_array_equal(fast, field_per_displacement_hessian(mol, properties, x0, 0.002))
+
+
+@pytest.mark.parametrize("smiles", ["C1=CC2CC1O2", "C1C2CC1C21CO1"])
+def test_a_strained_cage_in_another_atom_order_is_estimated_as_in_its_own(smiles) -> None:
+    """QM9's geometries list their atoms in another order than the SMILES's; RDKit
+    reads a strained cage's close contacts as bonds and can assign them no orders (an
+    ether oxygen with three), so the SMILES's molecule is mapped onto the geometry:
+    the estimates are the same as in the SMILES's own order."""
+    geometry = Graph3D(seed=0)(MolInput(smiles))
+    z, pos = geometry["z"], geometry["pos"]
+    order = np.roll(np.arange(len(z)), 3)
+    with pytest.raises(FeaturizationError, match="no bonds perceived"):
+        _perceived(z[order], pos[order], 0)
+    own = estimates(smiles, geometry)
+    other = estimates(smiles, {"z": z[order], "pos": pos[order]})
+    assert other == pytest.approx(own, rel=1e-5, abs=1e-8)
 
 
 def test_sizes_follow_the_molecule(geometries) -> None:

@@ -51,6 +51,7 @@ from threadpoolctl import ThreadpoolController
 
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
 from oodmol.data.featurize.graph3d import Graph3D
+from oodmol.data.geometry_checks import atoms_in_geometry
 from oodmol.data.limits import seconds
 
 RDLogger.DisableLog("rdApp.*")
@@ -100,7 +101,9 @@ class PhysicsEstimates(Featurizer):
     cache's build."""
 
     name: ClassVar[str] = "physics"
-    version: ClassVar[int] = 2
+    # 3: a molecule in another atom order than its SMILES's whose bond orders RDKit
+    # cannot perceive from the geometry is the SMILES's, mapped onto it, not refused
+    version: ClassVar[int] = 3
     columns: ClassVar[tuple[str, ...]] = COLUMNS  # the names of `x`'s entries
 
     def __init__(
@@ -291,7 +294,7 @@ def geometry_molecule(parsed: Chem.Mol, z: np.ndarray, pos: np.ndarray, charge: 
     the SMILES-only sets), else perceived from the geometry (QM9's atom order)."""
     with_h = Chem.AddHs(parsed)
     if [a.GetAtomicNum() for a in with_h.GetAtoms()] != z.tolist():
-        with_h = _perceived(z, pos, charge)
+        with_h = _in_geometry_order(with_h, z, pos, charge)
     conformer = Chem.Conformer(len(z))
     for i, xyz in enumerate(pos):
         conformer.SetAtomPosition(i, xyz.tolist())
@@ -330,6 +333,22 @@ def fragments_apart(mol: Chem.Mol, pos: np.ndarray, gap: float = FRAGMENT_GAP) -
         apart[atoms] = own + np.array([shift, 0.0, 0.0])
         edge = shift + own[:, 0].max()
     return apart
+
+
+def _in_geometry_order(with_h: Chem.Mol, z: np.ndarray, pos: np.ndarray, charge: int) -> Chem.Mol:
+    """The molecule in the geometry's atom order (QM9's): its bonds and their orders
+    perceived from the geometry, or, where RDKit cannot assign orders to what it
+    perceives (a strained cage's close contacts read as bonds: an ether oxygen with
+    three), the SMILES's own molecule, every bond of which the geometry shows."""
+    try:
+        return _perceived(z, pos, charge)
+    except FeaturizationError as error:
+        order = atoms_in_geometry(with_h, z, pos)
+        if order is None:
+            raise FeaturizationError(
+                f"{error}; nor does the geometry show every bond of the SMILES"
+            ) from None
+        return Chem.RenumberAtoms(with_h, order)
 
 
 def _perceived(z: np.ndarray, pos: np.ndarray, charge: int) -> Chem.Mol:
