@@ -106,13 +106,24 @@ def global_rank() -> int:
     return 0
 
 
+# the values of TOKENIZERS_PARALLELISM under which Hugging Face's tokenizers run serially
+_SERIAL = ("", "off", "false", "f", "no", "n", "0")
+
+
 def start_method() -> str:
-    """fork, unless `tokenizers` is loaded (its threads may be running: forkserver);
-    spawn where neither exists."""
+    """fork where the platform has it; spawn elsewhere. Hugging Face's `tokenizers`
+    (loaded with Lightning) runs a thread pool that a fork must not copy: unless the
+    user asked for it (TOKENIZERS_PARALLELISM=true: then a fork server, whose workers
+    re-import the main module, seconds each), its parallelism is turned off for this
+    process first, which our workers, one process per core already, do not miss."""
     methods = multiprocessing.get_all_start_methods()
-    if "tokenizers" in sys.modules and "forkserver" in methods:
-        return "forkserver"
-    return "fork" if "fork" in methods else "spawn"
+    if "fork" not in methods:
+        return "spawn"
+    if "tokenizers" in sys.modules:
+        wanted = os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        if wanted.strip().lower() not in _SERIAL and "forkserver" in methods:
+            return "forkserver"
+    return "fork"
 
 
 @dataclass(frozen=True)
@@ -159,10 +170,10 @@ def process_map(
     Workers are forked where the platform allows it: unlike spawn and forkserver, fork
     does not re-import the caller's main module, so a script without an
     `if __name__ == "__main__"` guard cannot recurse into itself (and deadlock on a
-    cache lock). The workers run RDKit only, never torch, so the usual hazard of
-    forking a threaded parent does not arise, but for Hugging Face's `tokenizers`: once
-    this process tokenised (`oodmol.data.tokens`), its thread pool must not be forked,
-    so workers come from a fork server instead (`start_method`).
+    cache lock), and a worker starts in milliseconds, not in the seconds of the main
+    module's imports. The workers run RDKit only, never torch, so the usual hazard of
+    forking a threaded parent does not arise, but for Hugging Face's `tokenizers`,
+    whose thread pool `start_method` turns off first.
     """
     if total == 0:
         return

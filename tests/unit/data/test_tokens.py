@@ -126,11 +126,14 @@ def test_length_grouped_batches_are_of_like_lengths_and_resume() -> None:
 
 
 @pytest.mark.slow  # starts a Python process
-def test_workers_do_not_fork_the_tokenizer_threads(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("parallelism", "method"), [("true", "forkserver"), (None, "fork")])
+def test_workers_do_not_fork_the_tokenizer_threads(tmp_path: Path, parallelism, method) -> None:
     """Once this process has tokenised (the library's thread pool has run), a worker pool
     must not fork it: with TOKENIZERS_PARALLELISM=true, forked workers that tokenise
     deadlock (seen here with the fork start method). Pools then come from a fork
-    server, and the work completes with the answer of a serial run."""
+    server; where the user set nothing, the pool is turned off and workers are forked
+    (no fork server's seconds of imports per worker), without the library's warning.
+    Either way the work completes with the answer of a serial run."""
     script = tmp_path / "run.py"
     script.write_text(
         textwrap.dedent("""
@@ -154,11 +157,15 @@ def test_workers_do_not_fork_the_tokenizer_threads(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
-        env={**os.environ, "TOKENIZERS_PARALLELISM": "true"},
+        env={
+            **{k: v for k, v in os.environ.items() if k != "TOKENIZERS_PARALLELISM"},
+            **({"TOKENIZERS_PARALLELISM": parallelism} if parallelism else {}),
+        },
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    method, parallel, serial = result.stdout.split()
-    assert method == "forkserver" and parallel == serial
+    used, parallel, serial = result.stdout.split()
+    assert used == method and parallel == serial
+    assert "huggingface/tokenizers" not in result.stderr
