@@ -1,12 +1,13 @@
-"""Running oodmol's doors as a user meets them, fast enough for a campaign of a hundred
-bad inputs.
+"""Running oodmol's command lines as a user meets them, fast enough for a campaign of a
+hundred bad inputs and for every end-to-end run of the suite (`e2e_helpers.TinyTask`).
 
 Each call is a real process with its own argv, working folder and environment, whose exit
 status, stdout and stderr are what a terminal would show: a forked copy of one *zygote*
 process that imported oodmol's entry points (and torch, Lightning, RDKit) once. The child
 runs the entry exactly as its command does: `python train.py ...` runs train.py as
 `__main__`, `oodmol <app> ...` runs `python -m oodmol.apps.<app>` (which the `oodmol`
-command execs into), `oodmol <tool> ...` calls `oodmol.cli.main`. An exception nobody
+command execs into), `oodmol <tool> ...` calls `oodmol.cli.main`, `python -m <module> ...`
+runs the module as `__main__`. Calls run side by side, each in its own child. An exception nobody
 caught is printed and ends the child with status 1, as the interpreter does. Forking skips
 only the seconds of imports; `test_doors_equal_real_processes` holds a few cases to their
 fresh-interpreter runs.
@@ -14,13 +15,15 @@ fresh-interpreter runs.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import select
 import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,11 +54,13 @@ class Outcome:
 
 
 class Doors:
-    """One zygote, serving one call at a time (`run`)."""
+    """One zygote, serving calls from any number of threads side by side (`run`)."""
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # one writer of requests at a time
+        self.numbers = itertools.count()
+        self.waiting: dict[int, Future] = {}
         self.process = subprocess.Popen(
             [sys.executable, str(ZYGOTE)],
             stdin=subprocess.PIPE,
@@ -64,6 +69,19 @@ class Doors:
             cwd=REPO,
             env=env,
         )
+        self.reader = threading.Thread(target=self._read_replies, daemon=True)
+        self.reader.start()
+
+    def _read_replies(self) -> None:
+        for line in self.process.stdout:
+            reply = json.loads(line)
+            with self.lock:
+                answered = self.waiting.pop(reply["id"])
+            answered.set_result(reply)
+        with self.lock:
+            for unanswered in self.waiting.values():
+                unanswered.set_exception(RuntimeError("the zygote ended"))
+            self.waiting.clear()
 
     def run(
         self,
@@ -72,21 +90,26 @@ class Doors:
         env: dict[str, str] | None = None,
         timeout: float = 300,
     ) -> Outcome:
-        with self.lock, tempfile.TemporaryDirectory() as folder:
+        with tempfile.TemporaryDirectory() as folder:
             streams = {name: str(Path(folder) / name) for name in ("stdout", "stderr")}
-            request = {
-                "argv": argv,
-                "cwd": str(cwd),
-                "env": {**self.env, **(env or {})},
-                "timeout": timeout,
-                **streams,
-            }
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-            ready, _, _ = select.select([self.process.stdout], [], [], timeout + 30)
-            if not ready:
-                raise TimeoutError(f"the zygote did not answer for {argv}")
-            reply = json.loads(self.process.stdout.readline())
+            answered: Future = Future()
+            with self.lock:
+                number = next(self.numbers)
+                self.waiting[number] = answered
+                request = {
+                    "id": number,
+                    "argv": argv,
+                    "cwd": str(cwd),
+                    "env": {**self.env, **(env or {})},
+                    "timeout": timeout,
+                    **streams,
+                }
+                self.process.stdin.write(json.dumps(request) + "\n")
+                self.process.stdin.flush()
+            try:
+                reply = answered.result(timeout + 30)
+            except FutureTimeout:
+                raise TimeoutError(f"the zygote did not answer for {argv}") from None
             texts = {n: Path(p).read_text(errors="replace") for n, p in streams.items()}
         if reply["timed_out"]:
             raise TimeoutError(f"{' '.join(argv)} ran over {timeout} s")
@@ -95,6 +118,7 @@ class Doors:
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait(timeout=30)
+        self.reader.join(timeout=30)
 
 
 def real_process(

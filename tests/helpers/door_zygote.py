@@ -1,10 +1,13 @@
 """The zygote of `door_helpers.Doors`: imports oodmol's entry points once, then for each
 request (a JSON line on stdin) forks a child that runs one command line as its process
-would, and answers with the child's exit status (a JSON line on stdout)."""
+would, and answers with the child's exit status (a JSON line on stdout, with the
+request's id: children run side by side and end in any order)."""
 
+import atexit
 import json
 import os
 import runpy
+import select
 import signal
 import sys
 import time
@@ -26,8 +29,29 @@ import oodmol.inference.rescore
 import oodmol.training.run
 from oodmol.cli.registry import OODMOL, HydraApp
 
+ZYGOTE_PATH = list(sys.path)  # [this folder, $PYTHONPATH..., the installation's]
+STARTED_WITH = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def import_path(argv: list[str]) -> list[str]:
+    """sys.path as the interpreter starts it for `argv`: the script's folder (the working
+    folder for -m, the console script's for `oodmol`), the child's $PYTHONPATH, then
+    the installation's."""
+    if argv[0] == "oodmol":
+        first = os.path.dirname(sys.executable)
+    elif argv[0] == "-m":
+        first = os.getcwd()
+    else:
+        first = os.path.dirname(os.path.abspath(argv[0]))
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    installed = ZYGOTE_PATH[1 + len(STARTED_WITH) :]
+    return [first, *(os.path.abspath(p) for p in extra), *installed]
+
 
 def child(request):
+    stdin = os.open(os.devnull, os.O_RDONLY)  # the requests are the zygote's, not the run's
+    os.dup2(stdin, 0)
+    os.close(stdin)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -39,6 +63,7 @@ def child(request):
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
     argv = request["argv"]
+    sys.path[:] = import_path(argv)
     app = OODMOL.get(argv[1]) if argv[0] == "oodmol" and len(argv) > 1 else None
     code = 0
     try:
@@ -48,6 +73,9 @@ def child(request):
         elif argv[0] == "oodmol":
             sys.argv = argv
             code = oodmol.cli.main(argv[1:])
+        elif argv[0] == "-m":  # python -m <module> ...
+            sys.argv = ["-m", *argv[2:]]
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
         else:
             sys.argv = argv
             runpy.run_path(argv[0], run_name="__main__")
@@ -56,26 +84,42 @@ def child(request):
     except BaseException:
         traceback.print_exc()
         code = 1
+    atexit._run_exitfuncs()  # what the interpreter runs at its end (a sweep's summary)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code or 0)
 
 
-for line in sys.stdin:
-    request = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        child(request)
-    deadline = time.monotonic() + request["timeout"]
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            status = -1
-            break
-        time.sleep(0.02)
-    code = -1 if status == -1 else os.waitstatus_to_exitcode(status)
-    print(json.dumps({"returncode": code, "timed_out": status == -1}), flush=True)
+def serve() -> None:
+    """Fork a child per request line as it arrives; answer each when its child ends
+    (in the order they end), a child past its timeout killed."""
+    running: dict[int, tuple[int, float]] = {}  # pid -> (request id, deadline)
+    pending, reading = b"", True
+    while reading or running:
+        if reading and select.select([0], [], [], 0.02)[0]:
+            chunk = os.read(0, 1 << 16)
+            reading = bool(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    child(request)
+                running[pid] = (request["id"], time.monotonic() + request["timeout"])
+        elif not reading:
+            time.sleep(0.02)
+        for pid, (number, deadline) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            timed_out = not done and time.monotonic() > deadline
+            if timed_out:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            if done or timed_out:
+                del running[pid]
+                code = -1 if timed_out else os.waitstatus_to_exitcode(status)
+                reply = {"id": number, "returncode": code, "timed_out": timed_out}
+                os.write(1, (json.dumps(reply) + "\n").encode())
+
+
+serve()

@@ -1,9 +1,10 @@
 """Helpers for the end-to-end tests that run the real command lines (train.py,
 evaluate.py, python -m ...) on a tiny user CSV task.
 
-Every CLI call is a subprocess in the repository root; independent calls of a test
-module run side by side in a small thread pool (they mostly wait for imports and child
-processes), so a module's runs cost about half their summed wall time.
+Every CLI call is a process of its own in the repository root: a fork of a zygote that
+imported oodmol's entry points once (`door_helpers.Doors`: a call then costs its work, not
+the seconds of imports), or a fresh interpreter where the call brings an environment of
+its own. Independent calls of a test module run side by side in a small thread pool.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import itertools
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from door_helpers import Doors
 from paths import REPO
 
 # A small neural model and a small forest; Morgan bits instead of the slower RDKit
@@ -98,6 +101,12 @@ def ends_in_one_line(result: Result, code: int) -> str:
     return shown.strip().splitlines()[-1]
 
 
+# read when an interpreter or a native library starts, which a fork of the zygote does not
+# (PYTHONPATH the zygote's child applies itself)
+STARTUP_VARIABLES = ("PYTHONHOME", "PYTHONWARNINGS", "PYTHONHASHSEED", "PYTHONSTARTUP",
+                     "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "MALLOC_")  # fmt: skip
+
+
 @dataclass
 class TinyTask:
     """The tiny task of one test module: its CSV, its data dir (caches and split files
@@ -111,9 +120,14 @@ class TinyTask:
     pool: ThreadPoolExecutor = field(repr=False)
     jobs: dict[str, Future] = field(default_factory=dict, repr=False)
     notes: dict = field(default_factory=dict, repr=False)  # what tests share (split, files)
+    # calls fork from a zygote (`door_helpers.Doors`) where they can; False: every call
+    # is a fresh interpreter (a module that measures a process's memory)
+    forked: bool = True
+    zygote: Doors | None = field(default=None, repr=False)
+    zygote_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def create(cls, root: Path, workers: int | None = None) -> TinyTask:
+    def create(cls, root: Path, workers: int | None = None, forked: bool = True) -> TinyTask:
         molecules = tiny_molecules()
         csv = root / "tiny.csv"
         molecules.to_csv(csv, index=False)
@@ -127,7 +141,7 @@ class TinyTask:
             "PYTHONWARNINGS": "ignore",
         }
         workers = workers or max(2, os.cpu_count() or 1)
-        return cls(root, csv, data_dir, molecules, env, ThreadPoolExecutor(workers))
+        return cls(root, csv, data_dir, molecules, env, ThreadPoolExecutor(workers), forked=forked)
 
     def task_args(self, name: bool = True) -> list[str]:
         args = [
@@ -141,19 +155,35 @@ class TinyTask:
     def run(
         self, command: Sequence[str], env: dict[str, str] | None = None, timeout: float = 480
     ) -> Result:
-        """Run `python <command...>` in the repository root."""
+        """Run `python <command...>` in the repository root: a fork of the module's zygote
+        for a script or `-m oodmol...` (what differs is the seconds of imports, which the
+        zygote spent once), else a fresh interpreter, as for an environment that sets
+        what only an interpreter's or a library's start reads (`STARTUP_VARIABLES`)."""
         args = [sys.executable, *command]
         started = time.monotonic()
-        proc = subprocess.run(
-            args,
-            cwd=REPO,
-            env={**self.env, **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        forkable = self.forked and not any(k.startswith(STARTUP_VARIABLES) for k in env or {})
+        argv = _zygote_argv(command) if forkable else None
+        if argv is not None:
+            done = self._zygote().run(argv, env=env, timeout=timeout)
+            returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
+        else:
+            proc = subprocess.run(
+                args,
+                cwd=REPO,
+                env={**self.env, **(env or {})},
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+            returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
         seconds = time.monotonic() - started
-        return Result(args, proc.returncode, proc.stdout, proc.stderr, seconds, started)
+        return Result(args, returncode, stdout, stderr, seconds, started)
+
+    def _zygote(self) -> Doors:
+        with self.zygote_lock:
+            if self.zygote is None:
+                self.zygote = Doors(self.env)
+            return self.zygote
 
     def submit(self, name: str, command: Sequence[str] | Callable[[], Result], **kw) -> None:
         """Start a CLI call (or a callable returning a Result) in the background."""
@@ -180,12 +210,25 @@ class TinyTask:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.zygote is not None:
+            self.zygote.close()
         if os.environ.get("OODMOL_E2E_TIMES"):  # where the module's wall time went
             done = {k: f.result() for k, f in self.jobs.items() if f.done() and not f.exception()}
             done = {k: r for k, r in done.items() if isinstance(r, Result)}  # not a pair of runs
             t0 = min((r.started for r in done.values()), default=0.0)
             for name, r in sorted(done.items(), key=lambda kv: kv[1].started):
                 print(f"[e2e] {name:18s} start {r.started - t0:6.1f}s  took {r.seconds:6.1f}s")
+
+
+def _zygote_argv(command: Sequence[str]) -> list[str] | None:
+    """The zygote's argv of `python <command...>`, or None where it runs no such call."""
+    if command and str(command[0]).endswith(".py"):
+        return [str(c) for c in command]
+    if list(command[:2]) == ["-m", "oodmol.cli"]:
+        return ["oodmol", *map(str, command[2:])]
+    if len(command) > 1 and command[0] == "-m" and str(command[1]).startswith("oodmol."):
+        return [str(c) for c in command]
+    return None
 
 
 def scored_rows(predictions: pd.DataFrame) -> pd.DataFrame:
