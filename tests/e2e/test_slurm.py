@@ -79,7 +79,9 @@ def cluster() -> Cluster:
 
 @pytest.fixture(scope="module")
 def slurm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory):
-    task = TinyTask.create(tmp_path_factory.mktemp("slurm"), workers=8)
+    # every call a fresh interpreter, as a cluster's job script starts it (these tests
+    # run only where a cluster answers, so the zygote's forks are not held to them)
+    task = TinyTask.create(tmp_path_factory.mktemp("slurm"), workers=8, forked=False)
     task.env |= {**cluster.env, "PYTHONPATH": HELPERS}
     root = task.root
     single = ["train.py", *task.task_args(), *QUIET]
