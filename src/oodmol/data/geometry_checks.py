@@ -259,16 +259,9 @@ def _graph_mapping(
 ) -> list[int] | None:
     """For each atom of the geometry, the molecule's atom it is, where the perceived
     graph is the molecule's (elements and connectivity); None where it is not."""
-    if sorted(int(z) for z in numbers) != sorted(a.GetAtomicNum() for a in mol.GetAtoms()):
-        return None
     if len(found) != mol.GetNumBonds():
         return None
-    perceived = _skeleton(numbers, found)
-    reference = _skeleton([a.GetAtomicNum() for a in mol.GetAtoms()], set(molecule_bonds(mol)))
-    match = reference.GetSubstructMatch(perceived)
-    if len(match) != len(numbers):
-        return None
-    return list(match)
+    return _embedding(mol, numbers, found)
 
 
 def atoms_in_geometry(
@@ -278,10 +271,16 @@ def atoms_in_geometry(
     the geometry shows every bond of `mol`; None where it does not. Perceived contacts
     beyond the bonds are allowed: a strained cage holds some (an ether oxygen within
     `COVALENT_FACTOR` times the covalent radii of a third atom)."""
+    return _embedding(mol, numbers, perceived_bonds(numbers, positions))
+
+
+def _embedding(mol: Chem.Mol, numbers: np.ndarray, found: set[tuple[int, int]]) -> list[int] | None:
+    """For each atom of the geometry, the molecule's atom it is, where every bond of the
+    molecule is among `found`; None where it is not."""
     elements = [a.GetAtomicNum() for a in mol.GetAtoms()]
     if sorted(int(z) for z in numbers) != sorted(elements):
         return None
-    geometry = _skeleton(numbers, perceived_bonds(numbers, positions))
+    geometry = _skeleton(numbers, found)
     match = geometry.GetSubstructMatch(_skeleton(elements, set(molecule_bonds(mol))))
     if len(match) != len(elements):
         return None
