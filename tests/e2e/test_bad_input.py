@@ -1325,6 +1325,20 @@ def test_doors_equal_real_processes(world: World, name: str) -> None:
     assert (real.returncode, real.last_lines) == (forked.returncode, forked.last_lines)
 
 
+def test_a_forked_door_ends_when_its_command_does(world: World, tmp_path: Path) -> None:
+    """A process pool left open ends with the call, as in a fresh interpreter (whose end
+    runs the threads' exit hooks first: joblib's launcher leaves such a pool)."""
+    script = tmp_path / "open_pool.py"
+    script.write_text(
+        "import sys\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "sys.kept_pool = ProcessPoolExecutor(1)  # held past the script, as loky's is\n"
+        "print(sys.kept_pool.submit(abs, -7).result())\n"
+    )
+    outcome = world.doors.run([str(script)], cwd=tmp_path, timeout=60)
+    assert (outcome.returncode, outcome.stdout.strip()) == (0, "7"), outcome.shown()
+
+
 # --- the Python API -----------------------------------------------------------------------
 
 

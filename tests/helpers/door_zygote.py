@@ -10,6 +10,7 @@ import runpy
 import select
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -84,7 +85,11 @@ def child(request):
     except BaseException:
         traceback.print_exc()
         code = 1
-    atexit._run_exitfuncs()  # what the interpreter runs at its end (a sweep's summary)
+    # what the interpreter runs at its end, in its order: the threads' exit hooks (a
+    # worker pool's shutdown: joblib's loky workers would wait out their idle timeout),
+    # then the atexit handlers (a sweep's summary)
+    threading._shutdown()
+    atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code or 0)
