@@ -187,6 +187,24 @@ OVERRIDES = [
 CASES: list[Case] = [
     Case(f"train_{name}", "train.py", train(arg), 2, phrase) for name, arg, phrase in OVERRIDES
 ]
+# a featuriser's settings, refused where it is built, before any molecule is read
+PHYSICS = ("baseline=physics", "+task.physics_estimate=dipole")
+CASES += [
+    Case(
+        "train_physics_version",
+        "train.py",
+        train(*PHYSICS, "baseline.featurizer.estimates_version=1"),
+        2,
+        "baseline.featurizer.estimates_version=1: this oodmol computes version",
+    ),
+    Case(
+        "train_physics_solvent",
+        "train.py",
+        train(*PHYSICS, "baseline.featurizer.solvents=[hexane]"),
+        2,
+        "baseline.featurizer.solvents=['hexane']: the estimates know water and octanol",
+    ),
+]
 
 # files a user hands to train.py as a CSV task
 HEADER_ONLY = "smiles,y\n"

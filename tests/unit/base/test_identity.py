@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.errors import InstantiationException
 
 from oodmol.config import compose_config, config_dir
 from oodmol.data.task import csv_task
@@ -111,3 +112,25 @@ def test_the_optimisers_threads_leave_the_key_its_settings_do_not() -> None:
     xtb = key("model=schnet", "conformers=xtb")
     assert key("model=schnet", "conformers=xtb", "conformers.optimizer.threads=4") == xtb
     assert key("model=schnet", "conformers=xtb", "conformers.optimizer.max_steps=10") != xtb
+
+
+def test_the_physics_estimates_version_is_part_of_the_key() -> None:
+    """A run that read the estimates of another version of their code is another run
+    (the feature cache is keyed by the version; the run's key must be too)."""
+    from hydra.utils import instantiate
+
+    from oodmol.data.featurize.physics import PhysicsEstimates
+
+    cfg = compose_config("train", ["model=ridge", "model/representation=physics"])
+    assert cfg.model.featurizer.estimates_version == PhysicsEstimates.version
+    assert instantiate(cfg.model.featurizer).version == PhysicsEstimates.version
+    older = f"{PhysicsEstimates.version - 1}"
+    for run in (["model=ridge", "model/representation=physics"], ["model=mean"]):
+        setting = "model.representation.featurizer" if len(run) == 2 else "baseline.featurizer"
+        delta = [*run, "baseline=physics", "task=qm9_homo"]
+        assert key(*delta, f"{setting}.estimates_version={older}") != key(*delta)
+    cfg.model.featurizer.estimates_version = int(older)
+    with pytest.raises(
+        InstantiationException, match=f"computes version {PhysicsEstimates.version}"
+    ):
+        instantiate(cfg.model.featurizer)

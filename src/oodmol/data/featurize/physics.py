@@ -53,6 +53,7 @@ from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
 from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.geometry_checks import atoms_in_geometry
 from oodmol.data.limits import seconds
+from oodmol.errors import InputError
 
 RDLogger.DisableLog("rdApp.*")
 
@@ -114,10 +115,19 @@ class PhysicsEstimates(Featurizer):
         xtb_accuracy: float = 1.0,
         hessian_step: float = 0.002,
         solvents: list[str] | tuple[str, ...] = SOLVENTS,
+        estimates_version: int | None = None,
     ) -> None:
+        if estimates_version not in (None, self.version):
+            raise InputError(
+                f"estimates_version={estimates_version}: this oodmol computes version "
+                f"{self.version} of the physics estimates; leave the setting out or give "
+                f"{self.version}"
+            )
         unknown = sorted(set(solvents) - set(SOLVENTS))
         if unknown:
-            raise ValueError(f"solvents {unknown}: the estimates know {list(SOLVENTS)}")
+            raise InputError(
+                f"solvents={list(solvents)}: the estimates know {' and '.join(SOLVENTS)}"
+            )
         self.solvents = tuple(s for s in SOLVENTS if s in solvents)
         self.conformers = conformers if conformers is not None else Graph3D()
         self.max_atoms = max_atoms
