@@ -35,7 +35,12 @@ from torch.utils.data import Dataset
 
 from oodmol.errors import InputError, UserError
 from oodmol.training.memory_curve import ENDS, LARGEST, MB, BatchCost, measure_cost
-from oodmol.training.memory_meter import available_bytes, can_measure, measured
+from oodmol.training.memory_meter import (
+    available_bytes,
+    can_measure,
+    collecting_only_new_objects,
+    measured,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -222,7 +227,8 @@ def step_cost(
 
     batch_size = batches.batch_size if training else batches
     quantiles = ENDS if training else LARGEST
-    return measure_cost(peak, molecule_sizes(dataset), batch_size, room, quantiles)
+    with collecting_only_new_objects():
+        return measure_cost(peak, molecule_sizes(dataset), batch_size, room, quantiles)
 
 
 def _fit_training(
