@@ -17,6 +17,7 @@ import traceback
 import lightning  # noqa: F401  (the seconds a fork saves)
 import rdkit.Chem  # noqa: F401
 import torch  # noqa: F401
+import torch_geometric  # noqa: F401  (and numba, which it loads: what every run imports)
 
 import oodmol.apps.evaluate
 import oodmol.apps.predict
