@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from oodmol.bounded import MB, check_size, read_json
-from oodmol.config import benchmark_tasks, config_dir
+from oodmol.config import benchmark_tasks, compose_config, config_dir
 from oodmol.data.splits.assignment import SETS, SplitAssignment
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
@@ -120,9 +120,11 @@ class BenchmarkTask:
         return evaluate(self, predictions, **options)
 
     def features(self, kind: str = "descriptors") -> dict[str, pd.DataFrame]:
-        """The cached vectors of `kind` (a config of configs/featurizer/ giving one vector
-        per molecule: descriptors, morgan) for every set, indexed by mol_id, as cached
-        (before imputation or scaling, which a model fits on `train` alone)."""
+        """The cached vectors of `kind` for every set, indexed by mol_id, as cached (before
+        imputation or scaling, which a model fits on `train` alone): a representation of
+        configs/model/representation/ (descriptors, physics, soap), the very featuriser a
+        vector model reads on this task, or a featuriser of configs/featurizer/ giving one
+        vector per molecule (morgan)."""
         store = self._store(kind)
         return {
             name: pd.DataFrame(store.matrix(frame["mol_id"]), index=frame["mol_id"].to_numpy())
@@ -141,8 +143,8 @@ class BenchmarkTask:
         return {"train": self.train, "val": self.val, **self.test}
 
     def _store(self, kind: str) -> FeatureStore:
-        featurizer = instantiate(OmegaConf.load(config_dir() / "featurizer" / f"{kind}.yaml"))
         cfg = self._rebuilt(f"{self.name}'s task")
+        featurizer = instantiate(featurizer_config(kind, cfg.task))
         data_dir = Path(cfg.paths.data_dir)  # this installation's data folder
         data = load_task(instantiate(cfg.task), data_dir, progress=False)
         return FeatureStore.build_or_open(
@@ -193,6 +195,27 @@ class BenchmarkTask:
         task = cls(**described, train=frames["train"], val=frames["val"], test=test, config=config)
         task._rebuilt(str(description))  # refused here, before anything uses it
         return task
+
+
+def featurizer_config(kind: str, task: DictConfig) -> DictConfig:
+    """The featuriser `kind` as train.py builds it for `task` (whose settings it may
+    read: the QM9 tasks' solvents of the physics estimates, a data set's elements for
+    SOAP), so that the vectors are those of its runs' cache."""
+    cfg = compose_config("train", ["model=ridge"])
+    if (config_dir() / "model" / "representation" / f"{kind}.yaml").is_file():
+        cfg = compose_config("train", ["model=ridge", f"model/representation={kind}"])
+        chosen = "model.representation.featurizer"
+    elif (config_dir() / "featurizer" / f"{kind}.yaml").is_file():
+        with open_dict(cfg):
+            cfg.api_featurizer = OmegaConf.load(config_dir() / "featurizer" / f"{kind}.yaml")
+        chosen = "api_featurizer"
+    else:
+        raise InputError(
+            f"features({kind!r}): no representation or featuriser of that name (see "
+            "configs/model/representation/ and configs/featurizer/)"
+        )
+    cfg.task = task
+    return OmegaConf.select(cfg, chosen)
 
 
 def _frame(data: TaskData, mol_ids: np.ndarray) -> pd.DataFrame:
