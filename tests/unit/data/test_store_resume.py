@@ -190,16 +190,19 @@ CONFORMER_SMILES = ["CCO", "CCN", "CCCO", "OCCO", "CC(=O)O", "CCOC", "c1ccccc1",
 
 
 class LoggedGraph3D(Graph3D):
-    """ETKDG + MMFF conformers under the `graph3d` cache's own key, each call logged."""
+    """ETKDG + MMFF conformers under the `graph3d` cache's own key, each call logged;
+    the molecule `held` (a SMILES) is never finished: its worker waits there until the
+    build is stopped, which then cannot have ended first, however slowly the test runs."""
 
-    def __init__(self, log_dir: str, delay: float = 0.0) -> None:
+    def __init__(self, log_dir: str, held: str | None = None) -> None:
         super().__init__()
-        self.log_dir, self.delay = log_dir, delay
+        self.log_dir, self.held = log_dir, held
 
     def __call__(self, mol: MolInput) -> dict[str, np.ndarray]:
         with open(Path(self.log_dir) / f"{os.getpid()}.log", "a") as f:
             f.write(mol.smiles + "\n")
-        time.sleep(self.delay)
+        while mol.smiles == self.held:
+            time.sleep(0.05)
         return super().__call__(mol)
 
 
@@ -210,7 +213,11 @@ def conformer_table() -> MoleculeTable:
 
 def _conformers_in_child(cache: str, log_dir: str) -> None:
     FeatureStore.build_or_open(
-        LoggedGraph3D(log_dir, delay=0.2), conformer_table(), cache, n_jobs=1, progress=False
+        LoggedGraph3D(log_dir, held=CONFORMER_SMILES[6]),
+        conformer_table(),
+        cache,
+        n_jobs=1,
+        progress=False,
     )
 
 
