@@ -5,6 +5,7 @@ someone keeps."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -14,6 +15,12 @@ import pytest
 import torch
 
 from oodmol.data.sources.fetch import SOURCE_DIR_ENV
+
+# A suite started in the background of a non-interactive shell (`make test &`) inherits
+# an ignored SIGINT, which oodmol's processes rightly keep ignoring; the tests that stop
+# a build as Ctrl-C does need it delivered, here and in the processes they start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
