@@ -227,6 +227,8 @@ def test_a_stopped_conformer_build_keeps_what_it_finished(tmp_path, often, monke
     molecules it finished are not embedded again, and the cache equals an uninterrupted
     build's."""
     monkeypatch.setattr("oodmol.parallel.start_method", lambda: "fork")
+    # one molecule per message: each finished one reaches the journal, the held one alone
+    monkeypatch.setattr("oodmol.parallel._BATCH_SECONDS", 0.0)
     log = tmp_path / "log"
     log.mkdir()
     full = FeatureStore.build_or_open(
