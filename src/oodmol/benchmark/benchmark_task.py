@@ -201,11 +201,11 @@ def featurizer_config(kind: str, task: DictConfig) -> DictConfig:
     """The featuriser `kind` as train.py builds it for `task` (whose settings it may
     read: the QM9 tasks' solvents of the physics estimates, a data set's elements for
     SOAP), so that the vectors are those of its runs' cache."""
-    cfg = compose_config("train", ["model=ridge"])
     if (config_dir() / "model" / "representation" / f"{kind}.yaml").is_file():
         cfg = compose_config("train", ["model=ridge", f"model/representation={kind}"])
         chosen = "model.representation.featurizer"
     elif (config_dir() / "featurizer" / f"{kind}.yaml").is_file():
+        cfg = compose_config("train", ["model=ridge"])
         with open_dict(cfg):
             cfg.api_featurizer = OmegaConf.load(config_dir() / "featurizer" / f"{kind}.yaml")
         chosen = "api_featurizer"
