@@ -33,11 +33,12 @@ WIDTH = 64
 
 
 class Molecules:
-    """`n` random vectors, given as a feature set's dataset gives them."""
+    """A training set of `n` random vectors of `width`, as a feature set's dataset gives
+    them (`__getitems__`: one batch)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, width: int = WIDTH) -> None:
         generator = torch.Generator().manual_seed(0)
-        self.x = torch.randn(n, WIDTH, generator=generator)
+        self.x = torch.randn(n, width, generator=generator)
         self.y = torch.randn(n, generator=generator)
 
     def __len__(self) -> int:

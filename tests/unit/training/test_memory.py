@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from bench.memory_plan import Molecules
 from oodmol.data.batches import VectorBatch
 from oodmol.errors import InputError, UserError
 from oodmol.models.backbones.mlp import MLPBackbone
@@ -34,23 +35,6 @@ measurable = pytest.mark.skipif(not can_measure(CPU), reason="needs Linux's /pro
 pytestmark = pytest.mark.alone  # it measures this process's memory, which a neighbour disturbs
 
 
-class Molecules:
-    """A training set of `n` vectors, as a feature set's dataset gives them
-    (`__getitems__`: one batch)."""
-
-    def __init__(self, n: int) -> None:
-        generator = torch.Generator().manual_seed(0)
-        self.x = torch.randn(n, WIDTH, generator=generator)
-        self.y = torch.randn(n, generator=generator)
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def __getitems__(self, indices: list[int]) -> list[VectorBatch]:
-        index = torch.tensor(indices)
-        return [VectorBatch(x=self.x[index], y=self.y[index], index=index)]
-
-
 def collate(items: list[VectorBatch]) -> VectorBatch:
     return items[0]
 
@@ -66,7 +50,7 @@ def wide() -> PropertyRegressor:
 
 
 def plan(model, limit_mb: float, batch_size: int | None = 32, eval_batch_size: int = 256):
-    data = Molecules(300)
+    data = Molecules(300, WIDTH)
     training = TrainingBatches(data, batch_size, shuffled(len(data))) if batch_size else None
     return plan_memory(
         model,
@@ -128,7 +112,7 @@ def test_the_batch_size_named_fits_and_is_about_the_largest_that_does() -> None:
 def test_a_memory_fraction_outside_0_to_1_is_refused_in_one_line() -> None:
     for fraction in (0, 1.5, "most"):
         with pytest.raises(InputError, match="memory_fraction must be a share") as refused:
-            plan_memory(wide(), collate, CPU, [Molecules(4)], 8, fraction=fraction)
+            plan_memory(wide(), collate, CPU, [Molecules(4, WIDTH)], 8, fraction=fraction)
         assert "\n" not in str(refused.value)
 
 
