@@ -125,8 +125,10 @@ def test_the_physics_estimates_version_is_part_of_the_key() -> None:
     assert cfg.model.featurizer.estimates_version == PhysicsEstimates.version
     assert instantiate(cfg.model.featurizer).version == PhysicsEstimates.version
     older = f"{PhysicsEstimates.version - 1}"
-    for run in (["model=ridge", "model/representation=physics"], ["model=mean"]):
-        setting = "model.representation.featurizer" if len(run) == 2 else "baseline.featurizer"
+    for run, setting in (
+        (["model=ridge", "model/representation=physics"], "model.representation.featurizer"),
+        (["model=mean"], "baseline.featurizer"),
+    ):
         delta = [*run, "baseline=physics", "task=qm9_homo"]
         assert key(*delta, f"{setting}.estimates_version={older}") != key(*delta)
     cfg.model.featurizer.estimates_version = int(older)
