@@ -57,7 +57,7 @@ def measured(device: torch.device) -> Iterator[Callable[[], int]]:
 def collecting_only_new_objects() -> Iterator[None]:
     """A block of measurements whose collections before each (`measured`) walk only the
     objects made since the block began: a process that imported torch, Lightning and
-    the models holds hundreds of thousands, and a full collection of them took 0.6 s,
+    the models holds hundreds of thousands, and a full collection of them took 0.3 s,
     most of a small model's memory plan. What was garbage before it is kept, not
     collected, until it ends: memory no measurement can then reuse."""
     gc.freeze()

@@ -56,7 +56,7 @@ def test_a_limit_replaces_what_the_machine_has() -> None:
 
 def test_a_block_of_measurements_collects_only_what_it_made() -> None:
     """The collection before each measurement walks the objects made in the block (a
-    walk of everything a process that imported the models holds took 0.6 s); what was
+    walk of everything a process that imported the models holds took 0.3 s); what was
     there before is walked again once the block ends, however it ends."""
     before = [[]]  # containers: objects the collector tracks
     with collecting_only_new_objects():
