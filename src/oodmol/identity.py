@@ -75,6 +75,7 @@ NEUTRAL_RUN_SETTINGS = {
     "matmul_precision": "highest",
     "geometry_filter": None,
     "baseline": {"name": "none"},  # no Δ-learning
+    "weighting": {"name": "none"},  # every training molecule counts the same
 }
 # top-level groups that act only through the settings that interpolate them (the
 # conformers a 3D featuriser reads): resolved into those, then left out, so that a model
@@ -169,7 +170,7 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
     """What a checkpoint and the run resuming from it must share: the task (and its data),
     the split, the model, the seed, the uq method and member, the molecule subset.
     Hyperparameters such as the epoch budget may differ (training on for longer)."""
-    keys = ("task", "split", "model", "uq", "seed", "max_molecules", "baseline")
+    keys = ("task", "split", "model", "uq", "seed", "max_molecules", "baseline", "weighting")
     part = {k: _resolved(cfg, k) for k in keys}
     task, uq = part["task"] or {}, part["uq"] or {}
     if isinstance(part["split"], dict):
@@ -185,6 +186,8 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
         "max_molecules": part["max_molecules"],
         # Δ-learning's baseline, where a run has one (runs without keep their identity)
         **({"baseline": part["baseline"]} if (part["baseline"] or {}).get("_target_") else {}),
+        # training weights, where a run has them
+        **({"weighting": part["weighting"]} if (part["weighting"] or {}).get("_target_") else {}),
     }
 
 

@@ -204,6 +204,13 @@ CASES += [
         2,
         "baseline.featurizer.solvents=['hexane']: the estimates know water and octanol",
     ),
+    Case(
+        "train_weighting_exponent",
+        "train.py",
+        train("weighting=tails", "weighting.exponent=-1"),
+        2,
+        "weighting.exponent=-1: the inverse-density weights' exponent is a positive number",
+    ),
 ]
 
 # files a user hands to train.py as a CSV task

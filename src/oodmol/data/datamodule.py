@@ -29,6 +29,7 @@ from oodmol.data.statistics import Statistic, TrainingSplit, compute_statistics
 from oodmol.data.store import FeatureStore
 from oodmol.data.subsets import offer_order, offered
 from oodmol.data.task import Task, TaskData, load_split, load_task
+from oodmol.data.weighting import TailWeights
 from oodmol.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class MoleculeDataModule(L.LightningDataModule):
         group_by_size: bool = False,
         geometry_filter: dict[str, Featurizer] | None = None,
         baseline: LinearBaseline | None = None,
+        weighting: TailWeights | None = None,
     ) -> None:
         super().__init__()
         self.task = task
@@ -117,6 +119,8 @@ class MoleculeDataModule(L.LightningDataModule):
         self.geometry_filter = dict(geometry_filter or {})
         self.geometry_reports: dict[str, GeometryReport] = {}
         self.baseline = baseline
+        self.weighting = weighting
+        self.train_weights: np.ndarray | None = None
         self.set_offsets: dict[str, np.ndarray] = {}
         self.resume_position: dict[str, int] | None = None
         self.set_ids: dict[str, np.ndarray] = {}
@@ -214,6 +218,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self._check_no_empty_set(left_out)
         feature_facts = self.features.fit(store, self.set_ids["train"])
         baseline_facts = self._fit_baseline()
+        weights = None if self.weighting is None else self.weighting(self.targets("train"))
         for name in self.set_ids:
             ids = self.set_ids[name]
             y = self.model_targets(name)
@@ -221,7 +226,9 @@ class MoleculeDataModule(L.LightningDataModule):
                 rng = np.random.default_rng(self.bootstrap_seed)
                 draw = rng.choice(len(ids), size=len(ids), replace=True)
                 ids, y = ids[draw], y[draw]
+                weights = None if weights is None else weights[draw]
             self.datasets[name] = self.features.dataset(store, ids, y, name)
+        self.train_weights = weights
         facts = {
             **feature_facts,
             "imputed_values": dict(self.features.imputed),
@@ -232,6 +239,8 @@ class MoleculeDataModule(L.LightningDataModule):
             facts["geometry_filter"] = self.filter_facts
         if baseline_facts:
             facts["baseline"] = baseline_facts
+        if weights is not None:
+            facts["weighting"] = self.weighting.facts(weights)
         log.info("features of %s: %s", self.task.name, facts)
         self.feature_facts = facts
 
@@ -391,7 +400,9 @@ class MoleculeDataModule(L.LightningDataModule):
     def _sampler(self, batch_size: int, replicas: int, rank: int) -> EpochShuffle:
         dataset = self.datasets["train"]
         lengths = self._sizes(dataset)
-        return EpochShuffle(dataset, self.seed, replicas, rank, lengths, batch_size)
+        return EpochShuffle(
+            dataset, self.seed, replicas, rank, lengths, batch_size, self.train_weights
+        )
 
     def training_orders(
         self, batch_size: int, epochs: int, replicas: int = 1

@@ -41,10 +41,14 @@ class EpochShuffle(DistributedSampler):
         rank: int = 0,
         lengths: np.ndarray | None = None,
         batch_size: int | None = None,
+        weights: np.ndarray | None = None,
     ) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
         if lengths is not None and not batch_size:
             raise ValueError("grouping by length needs the batch size")
+        if weights is not None and len(weights) != len(dataset):
+            raise ValueError(f"{len(weights)} weights for {len(dataset)} molecules")
+        self.weights = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
         self.lengths = lengths
         self.batch_size = batch_size
         self.skip = 0
@@ -58,7 +62,12 @@ class EpochShuffle(DistributedSampler):
         # DistributedSampler's seed + epoch
         state = np.random.SeedSequence([self.seed, self.epoch]).generate_state(1, np.uint64)
         generator = torch.Generator().manual_seed(int(state[0]))
-        order = torch.randperm(len(self.dataset), generator=generator).tolist()
+        n = len(self.dataset)
+        if self.weights is None:
+            order = torch.randperm(n, generator=generator).tolist()
+        else:
+            order = torch.multinomial(self.weights, n, replacement=True, generator=generator)
+            order = order.tolist()
         order += order[: self.total_size - len(order)]
         share = order[self.rank : self.total_size : self.num_replicas]
         if self.lengths is not None:

@@ -45,8 +45,9 @@ class Collection:
 
 def model_label(record: dict[str, Any]) -> str:
     """The model's name with its Δ-learning baseline ("rf Δphysics"; "mean Δphysics" is
-    the baseline alone), its uq method ("mlp+ensemble"), its training protocol where not
-    the default ("mlp (protocol=boom)") and its flags ("mlp [subset, shortened]"), so that
+    the baseline alone), its uq method ("mlp+ensemble"), its training weights and
+    protocol where not the default ("mlp (weighting=tails)", "mlp (protocol=boom)") and
+    its flags ("mlp [subset, shortened]"), so that
     each is a leaderboard column of its own."""
     uq = record.get("uq")
     method = uq.get("method", "none") if isinstance(uq, dict) else "none"
@@ -55,6 +56,9 @@ def model_label(record: dict[str, Any]) -> str:
     baseline = data.get("baseline") if isinstance(data, dict) else None
     if isinstance(baseline, dict) and baseline.get("name"):
         label += f" Δ{baseline['name']}"
+    weighting = data.get("weighting") if isinstance(data, dict) else None
+    if isinstance(weighting, dict) and weighting.get("name"):
+        label += f" (weighting={weighting['name']})"
     training = record.get("training")
     protocol = training.get("protocol", "default") if isinstance(training, dict) else "default"
     if protocol != "default":

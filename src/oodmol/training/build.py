@@ -14,6 +14,7 @@ from oodmol.data.baseline import LinearBaseline
 from oodmol.data.datamodule import MoleculeDataModule
 from oodmol.data.features import FeatureSet
 from oodmol.data.geometry_checks import geometry_featurizers
+from oodmol.data.weighting import TailWeights
 from oodmol.overrides import OverrideError
 from oodmol.uq.estimators import estimator_from_config
 
@@ -45,12 +46,19 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         group_by_size=cfg.model.get("group_by_size", False),
         geometry_filter=geometry_featurizers(cfg.get("geometry_filter")),
         baseline=build_baseline(cfg),
+        weighting=build_weighting(cfg),
     )
 
 
 def build_baseline(cfg: DictConfig) -> LinearBaseline | None:
     """The run's Δ-learning baseline (`baseline=`), or None (`baseline=none`)."""
     node = cfg.get("baseline")
+    return instantiate(node) if node is not None and node.get("_target_") else None
+
+
+def build_weighting(cfg: DictConfig) -> TailWeights | None:
+    """The run's training weights (`weighting=`), or None (`weighting=none`)."""
+    node = cfg.get("weighting")
     return instantiate(node) if node is not None and node.get("_target_") else None
 
 

@@ -130,3 +130,15 @@ def test_the_memory_planner_sizes_the_batches_the_loader_draws(dataset, group_by
         cut = [order[start : start + BATCH] for start in range(0, len(order), BATCH)]
         drawn = epoch(dm, number)
         assert [b.tolist() for b in cut] == [b.tolist() for b in drawn]
+
+
+@pytest.mark.parametrize("group_by_size", [True, False])
+def test_weighted_draws_are_what_the_memory_planner_sizes(dataset, group_by_size):
+    """With training weights (`weighting=tails`) the loader draws by them, grouped or not,
+    and the memory planner sizes those very batches."""
+    dm = datamodule(dataset, group_by_size)
+    dm.train_weights = np.where(np.arange(len(dataset)) % 2 == 0, 0.0, 2.0)
+    order = next(dm.training_orders(BATCH, epochs=1))
+    drawn = epoch(dm, 0)
+    assert np.concatenate(drawn).tolist() == order.tolist()
+    assert (order % 2 == 1).all() and len(order) == len(dataset)

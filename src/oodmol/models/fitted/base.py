@@ -28,14 +28,18 @@ class FittedOnceModule(Regressor):
         """Whether the model holds a fit (made here, or loaded from a checkpoint)."""
 
     @abstractmethod
-    def fit_training_set(self, x: np.ndarray, y: np.ndarray) -> object:
-        """Fit on the training set's features and targets (the property's units)."""
+    def fit_training_set(
+        self, x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None
+    ) -> object:
+        """Fit on the training set's features and targets (the property's units), each
+        molecule weighted by `weights` where given (`oodmol.data.weighting`)."""
 
     def on_fit_start(self) -> None:
         if self.is_fitted():
             return
-        train = self.trainer.datamodule.datasets["train"]
-        self.fit_training_set(train.x.numpy(), train.y.numpy())
+        datamodule = self.trainer.datamodule
+        train = datamodule.datasets["train"]
+        self.fit_training_set(train.x.numpy(), train.y.numpy(), datamodule.train_weights)
 
     def training_step(self, batch: VectorBatch, batch_idx: int) -> None:
         """One step of a zero-rate optimiser per epoch makes Lightning count the epoch as

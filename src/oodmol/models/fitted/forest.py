@@ -45,9 +45,12 @@ class RandomForestModule(FittedOnceModule):
     def is_fitted(self) -> bool:
         return self.forest is not None
 
-    def fit_training_set(self, x: np.ndarray, y: np.ndarray) -> RandomForestRegressor:
-        """Fit scikit-learn's forest and keep its arrays; the fitted scikit-learn forest
-        is returned (to compare with), not kept. A non-positive `n_jobs` (all cores, in
+    def fit_training_set(
+        self, x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None
+    ) -> RandomForestRegressor:
+        """Fit scikit-learn's forest (its trees' bootstrap and splits weighted by
+        `weights`, where given) and keep its arrays; the fitted scikit-learn forest is
+        returned (to compare with), not kept. A non-positive `n_jobs` (all cores, in
         scikit-learn) becomes the cores this run may use."""
         n_jobs = self.n_jobs if self.n_jobs > 0 else parallel.available_cores()
         forest = RandomForestRegressor(
@@ -57,7 +60,7 @@ class RandomForestModule(FittedOnceModule):
             n_jobs=n_jobs,
             random_state=self.seed,
         )
-        forest.fit(x, y)
+        forest.fit(x, y, sample_weight=weights)
         self.forest = ForestArrays.from_sklearn(forest)
         return forest
 

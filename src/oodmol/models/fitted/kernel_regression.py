@@ -101,10 +101,12 @@ def search(
     alphas: Sequence[float],
     folds: int,
     seed: int,
+    weights: np.ndarray | None = None,
 ) -> SearchResult:
     """k-fold cross-validation of KRR with `kernel` on (x, y) over length scales (relative
     to the median distance of x's molecules) × `alphas`; the point of least pooled
-    held-out RMSE (ties: the first in grid order)."""
+    held-out RMSE (ties: the first in grid order). With `weights`, the fits are weighted
+    least squares and the held-out RMSE is weighted the same way."""
     started = time.perf_counter()
     n = len(x)
     if n < folds:
@@ -128,24 +130,34 @@ def search(
         grid = [None]
     alphas = np.asarray(alphas, dtype=np.float64)
     sse = np.zeros((len(grid), len(alphas)))
+    root = None if weights is None else np.sqrt(weights)
     for g, length_scale in enumerate(grid):
         k_full = None if explicit else kernels.from_base(kernel, values.copy(), length_scale)
         for f in range(folds):
             train, test = np.flatnonzero(fold_of != f), np.flatnonzero(fold_of == f)
+            # weighted least squares is plain least squares on rows scaled by √w: in
+            # the dual, K̃ = D K D and coefficients D c̃ (D = diag √w)
+            targets = y[train] if root is None else root[train] * y[train]
             if explicit:
-                rows = phi[train]
+                rows = phi[train] if root is None else phi[train] * root[train, None]
                 s, v = eigh(rows.T @ rows, check_finite=False)
-                b = v.T @ (rows.T @ y[train])
+                b = v.T @ (rows.T @ targets)
                 del rows
                 projected = phi[test] @ v
             else:
-                s, v = eigh(k_full[np.ix_(train, train)], check_finite=False)
-                b = v.T @ y[train]
+                block = k_full[np.ix_(train, train)]
+                if root is not None:
+                    block *= root[train, None] * root[None, train]
+                s, v = eigh(block, check_finite=False)
+                b = v.T @ targets
+                if root is not None:
+                    v *= root[train, None]
                 projected = k_full[np.ix_(test, train)] @ v
             s = np.maximum(s, 0.0)
             predictions = projected @ (b[:, None] / (s[:, None] + alphas[None, :]))
-            sse[g] += ((predictions - y[test][:, None]) ** 2).sum(axis=0)
-    rmse = np.sqrt(sse / n)
+            squares = (predictions - y[test][:, None]) ** 2
+            sse[g] += (squares if weights is None else squares * weights[test, None]).sum(axis=0)
+    rmse = np.sqrt(sse / (n if weights is None else weights.sum()))
     rmse[~np.isfinite(rmse)] = np.inf
     g, a = np.unravel_index(int(np.argmin(rmse)), rmse.shape)
     return SearchResult(
@@ -167,7 +179,8 @@ class FittedKernelModel:
     `coef`), `primal` (feature-space weights `coef` of a linear kernel) or `nystrom`
     (`landmarks`, their `projection` K_mm^{-1/2}, weights `coef`). `signal_variance` s²
     (standardised units); for the variance of the feature-space solvers, the Cholesky
-    factor `precision` of ΦᵀΦ + αI (lower)."""
+    factor `precision` of ΦᵀWΦ + αI (lower). A dual fit with training weights w holds
+    its diagonal `noise` α/w (K + αW⁻¹; None: α on every molecule)."""
 
     kernel: str
     solver: str
@@ -179,11 +192,12 @@ class FittedKernelModel:
     landmarks: np.ndarray | None = None
     projection: np.ndarray | None = None
     precision: np.ndarray | None = None
+    noise: np.ndarray | None = None
     _dual_cholesky: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_values(self) -> int:
-        arrays = (self.coef, self.x, self.landmarks, self.projection, self.precision)
+        arrays = (self.coef, self.x, self.landmarks, self.projection, self.precision, self.noise)
         return int(sum(a.size for a in arrays if a is not None))
 
     def phi(self, x: np.ndarray) -> np.ndarray:
@@ -218,11 +232,11 @@ class FittedKernelModel:
         return self.signal_variance * np.maximum(prior - explained, 0.0)
 
     def dual_cholesky(self) -> np.ndarray:
-        """The lower Cholesky factor of K + αI, computed once (not stored: the training
-        features give it again)."""
+        """The lower Cholesky factor of K + αI (K + αW⁻¹ with weights), computed once
+        (not stored: the training features give it again)."""
         if self._dual_cholesky is None:
             k = kernels.kernel(self.kernel, self.x, self.x, self.length_scale)
-            k[np.diag_indices_from(k)] += self.alpha
+            k[np.diag_indices_from(k)] += self.alpha if self.noise is None else self.noise
             self._dual_cholesky = np.linalg.cholesky(k)
         return self._dual_cholesky
 
@@ -236,7 +250,7 @@ class FittedKernelModel:
             "signal_variance": self.signal_variance,
             "coef": torch.from_numpy(np.ascontiguousarray(self.coef, dtype=np.float64)),
         }
-        for name in ("x", "landmarks", "projection", "precision"):
+        for name in ("x", "landmarks", "projection", "precision", "noise"):
             value = getattr(self, name)
             if value is not None:
                 dtype = np.float32 if name in ("x", "landmarks") else np.float64
@@ -254,6 +268,9 @@ class FittedKernelModel:
         for name in ("coef", *needed[solver]):
             if not isinstance(entry.get(name), torch.Tensor):
                 raise ValueError(f"{where}: the kernel model's {name!r} is not a tensor")
+        for name in ("x", "landmarks", "projection", "precision", "noise"):
+            if entry.get(name) is not None and not isinstance(entry[name], torch.Tensor):
+                raise ValueError(f"{where}: the kernel model's {name!r} is not a tensor")
 
         def array(name: str) -> np.ndarray | None:
             value = entry.get(name)
@@ -270,6 +287,7 @@ class FittedKernelModel:
             landmarks=array("landmarks"),
             projection=array("projection"),
             precision=array("precision"),
+            noise=array("noise"),
         )
 
 
@@ -283,21 +301,28 @@ def fit(
     landmarks: int,
     seed: int,
     variance: bool,
+    weights: np.ndarray | None = None,
 ) -> FittedKernelModel:
     """The model with the chosen hyperparameters on every training molecule: exact in
     the dual up to `exact_molecules` molecules, in feature space for a linear kernel with
     fewer features than molecules, Nyström on `landmarks` molecules beyond. `variance`:
-    keep what the GP's variance needs."""
+    keep what the GP's variance needs. `weights`: weighted least squares (in feature
+    space, rows and targets scaled by √w; in the dual, K + αW⁻¹)."""
     n, d = x.shape
+    root = None if weights is None else np.sqrt(weights)
+    scaled_y = y if root is None else root * y
     if kernels.primal(kernel, d, n):
-        return _feature_space(kernel, "primal", kernels.features(kernel, x), y, alpha, variance)
+        phi = kernels.features(kernel, x)
+        phi = phi if root is None else phi * root[:, None]
+        return _feature_space(kernel, "primal", phi, scaled_y, alpha, variance)
     if n <= exact_molecules:
         k = kernels.kernel(kernel, x, x, length_scale)
-        k[np.diag_indices_from(k)] += alpha
+        noise = None if weights is None else alpha / weights
+        k[np.diag_indices_from(k)] += alpha if noise is None else noise
         factor = cho_factor(k, lower=True, overwrite_a=True, check_finite=False)
         coef = cho_solve(factor, y, check_finite=False)
         chosen = FittedKernelModel(
-            kernel, "dual", length_scale, alpha, float(y @ coef) / n, coef, x=x.copy()
+            kernel, "dual", length_scale, alpha, float(y @ coef) / n, coef, x=x.copy(), noise=noise
         )
         chosen._dual_cholesky = np.tril(factor[0]) if variance else None
         return chosen
@@ -311,9 +336,10 @@ def fit(
         """Φ by blocks of rows: Φ (n × m) itself is never held."""
         for start in range(0, n, _ROWS_PER_BLOCK):
             block = x[start : start + _ROWS_PER_BLOCK]
-            yield kernels.kernel(kernel, block, centres, length_scale) @ projection
+            rows = kernels.kernel(kernel, block, centres, length_scale) @ projection
+            yield rows if root is None else rows * root[start : start + len(block), None]
 
-    model = _feature_space(kernel, "nystrom", phi_blocks(), y, alpha, variance)
+    model = _feature_space(kernel, "nystrom", phi_blocks(), scaled_y, alpha, variance)
     model.length_scale, model.landmarks, model.projection = length_scale, centres, projection
     return model
 
@@ -396,9 +422,12 @@ class KernelRegressionModule(FittedOnceModule):
     def is_fitted(self) -> bool:
         return self.model is not None
 
-    def fit_training_set(self, x: np.ndarray, y: np.ndarray) -> FittedKernelModel:
+    def fit_training_set(
+        self, x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None
+    ) -> FittedKernelModel:
         """Search, then fit on all of (x, y) (targets in the property's units; they are
-        standardised with the module's training statistics)."""
+        standardised with the module's training statistics), by weighted least squares
+        where `weights` are given."""
         started = time.perf_counter()
         x = np.asarray(x, dtype=np.float64)
         y = (np.asarray(y, dtype=np.float64) - float(self.y_mean)) / float(self.y_std)
@@ -434,6 +463,7 @@ class KernelRegressionModule(FittedOnceModule):
             self.alphas,
             self.folds,
             self.cv_seed,
+            None if weights is None else weights[rows],
         )
         self.model = fit(
             self.kernel,
@@ -445,12 +475,14 @@ class KernelRegressionModule(FittedOnceModule):
             min(self.landmarks, len(x)),
             self.cv_seed,
             self.variance,
+            weights,
         )
         self.search_facts = {
             "method": "gp" if self.variance else "krr",
             "kernel": self.kernel,
             "solver": self.model.solver,
             "n_train": len(x),
+            "weighted": weights is not None,
             "landmarks": None if self.model.landmarks is None else len(self.model.landmarks),
             "signal_variance": self.model.signal_variance,
             "search": result.facts(),

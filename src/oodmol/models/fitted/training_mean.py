@@ -24,8 +24,10 @@ class TrainingMeanModule(FittedOnceModule):
     def is_fitted(self) -> bool:
         return bool(self.fitted)
 
-    def fit_training_set(self, x: np.ndarray, y: np.ndarray) -> float:
-        self.mean.fill_(float(np.mean(y)))
+    def fit_training_set(
+        self, x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None
+    ) -> float:
+        self.mean.fill_(float(np.average(y, weights=weights)))
         self.fitted.fill_(True)
         return float(self.mean)
 
