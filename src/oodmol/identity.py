@@ -184,10 +184,9 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
         "seed": part["seed"],
         "uq": {"method": uq.get("name", "none"), "member": uq.get("member")},
         "max_molecules": part["max_molecules"],
-        # Δ-learning's baseline, where a run has one (runs without keep their identity)
-        **({"baseline": part["baseline"]} if (part["baseline"] or {}).get("_target_") else {}),
-        # training weights, where a run has them
-        **({"weighting": part["weighting"]} if (part["weighting"] or {}).get("_target_") else {}),
+        # Δ-learning's baseline and training weights, where a run has them (runs without
+        # keep their identity)
+        **{k: part[k] for k in ("baseline", "weighting") if (part[k] or {}).get("_target_")},
     }
 
 

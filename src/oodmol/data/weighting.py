@@ -40,8 +40,8 @@ class TailWeights:
 
     def __call__(self, targets: np.ndarray) -> np.ndarray:
         y = np.asarray(targets, dtype=np.float64)
-        spread = y.std(ddof=1)
-        if len(y) < 2 or spread == 0:
+        spread = y.std(ddof=1) if len(y) > 1 else 0.0
+        if spread == 0:
             return np.ones(len(y))
         log_density = gaussian_kde_log_density((y - y.mean()) / spread)
         log_weight = -self.exponent * (log_density - log_density.mean())

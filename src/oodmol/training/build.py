@@ -52,13 +52,18 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
 
 def build_baseline(cfg: DictConfig) -> LinearBaseline | None:
     """The run's Δ-learning baseline (`baseline=`), or None (`baseline=none`)."""
-    node = cfg.get("baseline")
-    return instantiate(node) if node is not None and node.get("_target_") else None
+    return _optional_group(cfg, "baseline")
 
 
 def build_weighting(cfg: DictConfig) -> TailWeights | None:
     """The run's training weights (`weighting=`), or None (`weighting=none`)."""
-    node = cfg.get("weighting")
+    return _optional_group(cfg, "weighting")
+
+
+def _optional_group(cfg: DictConfig, group: str) -> Any:
+    """The object a group's choice builds, or None for a choice that builds nothing
+    (`none`: no `_target_`) or a config without the group (an older checkpoint's)."""
+    node = cfg.get(group)
     return instantiate(node) if node is not None and node.get("_target_") else None
 
 

@@ -60,6 +60,7 @@ CHECKPOINT_KEY = "kernel_regression"
 FORMAT = 1
 ALPHAS = tuple(float(a) for a in np.logspace(-9, 7, 17))  # BenchML's regularisation_range
 SOLVERS = ("dual", "primal", "nystrom")
+ARRAYS = ("x", "landmarks", "projection", "precision", "noise")  # beside `coef`, where held
 _ROWS_PER_BLOCK = 8192  # rows of the Nyström feature map at a time: bounds its memory
 
 
@@ -197,7 +198,7 @@ class FittedKernelModel:
 
     @property
     def n_values(self) -> int:
-        arrays = (self.coef, self.x, self.landmarks, self.projection, self.precision, self.noise)
+        arrays = [self.coef, *(getattr(self, name) for name in ARRAYS)]
         return int(sum(a.size for a in arrays if a is not None))
 
     def phi(self, x: np.ndarray) -> np.ndarray:
@@ -250,7 +251,7 @@ class FittedKernelModel:
             "signal_variance": self.signal_variance,
             "coef": torch.from_numpy(np.ascontiguousarray(self.coef, dtype=np.float64)),
         }
-        for name in ("x", "landmarks", "projection", "precision", "noise"):
+        for name in ARRAYS:
             value = getattr(self, name)
             if value is not None:
                 dtype = np.float32 if name in ("x", "landmarks") else np.float64
@@ -265,11 +266,10 @@ class FittedKernelModel:
         solver, kernel = entry.get("solver"), entry.get("kernel")
         if solver not in SOLVERS or kernel not in kernels.KERNELS:
             raise ValueError(f"{where}: unknown solver {solver!r} or kernel {kernel!r}")
-        for name in ("coef", *needed[solver]):
-            if not isinstance(entry.get(name), torch.Tensor):
-                raise ValueError(f"{where}: the kernel model's {name!r} is not a tensor")
-        for name in ("x", "landmarks", "projection", "precision", "noise"):
-            if entry.get(name) is not None and not isinstance(entry[name], torch.Tensor):
+        required = ("coef", *needed[solver])
+        for name in ("coef", *ARRAYS):
+            held = name in required or entry.get(name) is not None
+            if held and not isinstance(entry.get(name), torch.Tensor):
                 raise ValueError(f"{where}: the kernel model's {name!r} is not a tensor")
 
         def array(name: str) -> np.ndarray | None:
