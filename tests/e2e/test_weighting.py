@@ -1,7 +1,8 @@
 """Training weights end to end (`weighting=tails`): the training mean under the weights
 is the weighted mean computed here from the split's training targets, the record and the
-leaderboard's label say the run was weighted, its key differs from the plain run's, and
-a neural model trains on weighted draws."""
+leaderboard's label say the run was weighted, its key differs from the plain run's, a
+neural model trains on weighted draws, and a weighted kernel model's checkpoint whose
+per-molecule noise is not a tensor is refused in one line."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from e2e_helpers import MLP, QUIET, TinyTask, load_tiny_split
+from e2e_helpers import MLP, QUIET, TinyTask, ends_in_one_line, load_tiny_split
 
 from oodmol.data.weighting import TailWeights
 from oodmol.report.collect import model_label
@@ -52,3 +53,21 @@ def test_a_neural_model_trains_on_weighted_draws(tiny: TinyTask) -> None:
     record = json.loads((run / "metrics.json").read_text())
     assert record["data"]["weighting"]["name"] == "tails"
     assert np.isfinite(record["ood"]["rmse"])
+
+
+def test_a_weighted_kernel_checkpoint_with_a_bad_noise_entry_is_refused_in_one_line(
+    tiny: TinyTask,
+) -> None:
+    import torch
+
+    run = tiny.root / "gp"
+    args = [*tiny.task_args(), *QUIET, "model=gp_rbf", *WEIGHTED, f"hydra.run.dir={run}"]
+    tiny.run(["train.py", *args]).ok()
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert torch.is_tensor(checkpoint["kernel_regression"]["noise"])  # a dual fit's α/w
+    checkpoint["kernel_regression"]["noise"] = [1.0, 2.0]
+    tampered = tiny.root / "tampered.ckpt"
+    torch.save(checkpoint, tampered)
+    result = tiny.run(["evaluate.py", f"ckpt_path={tampered}", *QUIET])
+    last = ends_in_one_line(result, 2)
+    assert last == f"[oodmol evaluate] {tampered}: the kernel model's 'noise' is not a tensor"

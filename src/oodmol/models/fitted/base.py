@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from oodmol.data.batches import VectorBatch
+from oodmol.errors import InputError
 from oodmol.models.base import Regressor
 
 
@@ -40,6 +41,18 @@ class FittedOnceModule(Regressor):
         datamodule = self.trainer.datamodule
         train = datamodule.datasets["train"]
         self.fit_training_set(train.x.numpy(), train.y.numpy(), datamodule.train_weights)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """The fit a checkpoint holds (`load_fit`). A checkpoint is a file a user hands
+        over: an entry that is not what train.py wrote is refused in one line."""
+        try:
+            self.load_fit(checkpoint, self.checkpoint_name())
+        except ValueError as error:
+            raise InputError(str(error)) from None
+
+    def load_fit(self, checkpoint: dict, where: str) -> None:
+        """Read the fit from the checkpoint `where`, raising ValueError for an entry that is
+        not what train.py wrote; a model whose fit is in its state dict reads nothing."""
 
     def training_step(self, batch: VectorBatch, batch_idx: int) -> None:
         """One step of a zero-rate optimiser per epoch makes Lightning count the epoch as

@@ -82,8 +82,7 @@ class RandomForestModule(FittedOnceModule):
             raise RuntimeError("a checkpoint of the random forest is saved before it was fitted")
         checkpoint[CHECKPOINT_KEY] = self.forest.to_checkpoint()
 
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        where = self.checkpoint_name()
+    def load_fit(self, checkpoint: dict, where: str) -> None:
         if CHECKPOINT_KEY not in checkpoint:
             found = (
                 f"; its {PICKLED_KEY!r} entry holds an older oodmol's pickled forest, which is "

@@ -526,8 +526,7 @@ class KernelRegressionModule(FittedOnceModule):
             raise RuntimeError("a checkpoint of the kernel model is saved before it was fitted")
         checkpoint[CHECKPOINT_KEY] = {**self.model.to_checkpoint(), "facts": self.search_facts}
 
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        where = self.checkpoint_name()
+    def load_fit(self, checkpoint: dict, where: str) -> None:
         if CHECKPOINT_KEY not in checkpoint:
             raise ValueError(f"{where} holds no kernel model ({CHECKPOINT_KEY!r})")
         entry = checkpoint[CHECKPOINT_KEY]
