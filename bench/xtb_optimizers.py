@@ -41,6 +41,7 @@ from rdkit import Chem
 from oodmol.config import compose_config
 from oodmol.data.featurize.conformers import Conformer, embed_mol
 from oodmol.data.featurize.graph3d import Graph3D
+from oodmol.data.featurize.tight_binding import load_tblite
 from oodmol.data.featurize.xtb import HARTREE_KCAL, OptimizationError, XTBOptimizer
 from oodmol.data.geometry_checks import aligned_rmsd
 from oodmol.data.task import load_task
@@ -75,7 +76,7 @@ _optimizers: dict = {}
 
 def _start_worker(names: list[str]) -> None:
     """One thread, the optimisers made, and each run once (imports, first SCF)."""
-    import tblite.interface  # noqa: F401  loaded before any thread limit is set
+    load_tblite()  # loaded before any thread limit is set, on OpenBLAS where it can be
 
     _optimizers.update({name: optimizer(name) for name in names})
     mol, start = embed_mol("CCO")

@@ -51,6 +51,7 @@ from threadpoolctl import ThreadpoolController
 
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
 from oodmol.data.featurize.graph3d import Graph3D
+from oodmol.data.featurize.tight_binding import load_dftd4, load_tblite
 from oodmol.data.geometry_checks import atoms_in_geometry
 from oodmol.data.limits import seconds
 from oodmol.errors import InputError
@@ -195,9 +196,8 @@ def _one_thread():
     pools again for every molecule took a tenth of a QM9 molecule's time."""
     global _controller
     if _controller is None:
-        import dftd4.interface  # noqa: F401
-        import tblite.interface  # noqa: F401
-
+        load_dftd4()
+        load_tblite()
         _controller = ThreadpoolController()
     return _controller.limit(limits=1)
 
@@ -249,9 +249,7 @@ def xtb_estimates(
 
 
 def _singlepoint(z, pos, charge, unpaired, accuracy, solvent=None, restart=None):
-    from tblite.interface import Calculator  # only the workers that compute need it
-
-    calculator = Calculator(
+    calculator = load_tblite().Calculator(  # imported in the workers that compute
         "GFN2-xTB",
         np.asarray(z, dtype=np.int32),
         np.asarray(pos, dtype=np.float64) / BOHR,
@@ -283,10 +281,8 @@ def _atom_energy(number: int, accuracy: float) -> float:
 
 def d4_estimates(z: np.ndarray, pos: np.ndarray, charge: int) -> dict[str, float]:
     """D4's static polarisability (bohr³) and molecular C6 (Eh bohr⁶)."""
-    from dftd4.interface import DispersionModel
-
     try:
-        model = DispersionModel(
+        model = load_dftd4().DispersionModel(
             np.asarray(z, dtype=np.int32), np.asarray(pos) / BOHR, charge=float(charge)
         )
         properties = model.get_properties()

@@ -4,9 +4,9 @@ semi-empirical tight-binding method GFN2-xTB (Bannwarth, Ehlert & Grimme, JCTC 1
 energy reference in place of a force field.
 
 Energies and gradients come from `tblite` (its Python interface,
-`tblite.interface.Calculator`); every self-consistent field after the first starts from
-the wavefunction of the geometry the optimiser goes on from. The optimiser is a library's,
-chosen by `optimizer`:
+`tblite.interface.Calculator`, on OpenBLAS where it can be: `tight_binding`); every
+self-consistent field after the first starts from the wavefunction of the geometry the
+optimiser goes on from. The optimiser is a library's, chosen by `optimizer`:
 
 - `"ase-bfgs"`: ASE's BFGS (`ase.optimize.BFGS`) on Cartesian coordinates, its initial
   Hessian geomeTRIC's model Hessian (Schlegel-type force constants of the molecule's
@@ -49,6 +49,7 @@ from threadpoolctl import threadpool_limits
 
 from oodmol.data.featurize.base import FeaturizationError
 from oodmol.data.featurize.conformers import Conformer, GeometryOptimizer
+from oodmol.data.featurize.tight_binding import load_tblite
 from oodmol.data.geometry_checks import aligned_rmsd
 
 BOHR = 0.529177210903  # Å (CODATA 2018)
@@ -77,9 +78,7 @@ def xtb_energy_gradient(
 
 
 def _calculator(numbers, positions_bohr, charge, unpaired, method="GFN2-xTB"):
-    from tblite.interface import Calculator  # here: only the workers that optimise need it
-
-    calculator = Calculator(
+    calculator = load_tblite().Calculator(  # imported in the workers that optimise
         method,
         np.asarray(numbers, dtype=np.int32),
         np.asarray(positions_bohr, dtype=float),
@@ -137,7 +136,7 @@ class XTBOptimizer(GeometryOptimizer):
         return {"version": 2, **libraries, **settings}
 
     def __call__(self, mol: Chem.Mol, start: Conformer) -> dict[str, np.ndarray]:
-        import tblite.interface  # noqa: F401  loaded before the limit, so that it applies
+        load_tblite()  # loaded before the limit, so that it applies
 
         charge = Chem.GetFormalCharge(mol)
         unpaired = sum(atom.GetNumRadicalElectrons() for atom in mol.GetAtoms())
