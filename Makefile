@@ -29,25 +29,19 @@ $(VENV)/.installed: pyproject.toml
 train: install
 	$(PY) train.py $(ARGS)
 
-# pytest-xdist workers for the suite, one test file per worker. The tests marked `alone`
-# measure the memory their process takes, which the tests before them in the same process
-# would disturb: they run in a pytest process of their own, started beside the workers,
-# and their report follows the workers'. A pass that selects no test (exit 5: ARGS naming
-# files without such tests) is not a failure.
+# pytest-xdist workers for a suite's first pass, one test file per worker. The tests
+# marked `alone` measure the memory a process takes, which a neighbour's work disturbs:
+# they run after the others, in one process. A pass that selects no test (exit 5: ARGS
+# naming files without such tests) is not a failure.
 TEST_WORKERS ?= 2
 
 # $(call suite,MARKS): the tests MARKS selects (empty: all), in the two passes above
 define suite
-	@status=0; alone_log=$$(mktemp); \
-	$(PY) -m pytest -q -n 0 -m "$(1) alone" $(ARGS) >$$alone_log 2>&1 & alone=$$!; \
-	trap 'kill $$alone 2>/dev/null; rm -f $$alone_log' EXIT; \
+	@status=0; \
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "$(1) not alone" $(ARGS) || \
 		{ code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
-	wait $$alone; code=$$?; \
-	if [ $$code -ne 5 ]; then \
-		echo "--- the tests marked alone, run beside the others in a process of their own:"; \
-		cat $$alone_log; [ $$code -eq 0 ] || status=$$code; \
-	fi; \
+	$(PY) -m pytest -q -n 0 -m "$(1) alone" $(ARGS) || \
+		{ code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
 	exit $$status
 endef
 
