@@ -113,14 +113,15 @@ def test_a_damaged_library_is_built_again(tmp_path) -> None:
     [
         ("", {"CC": "/nowhere/cc"}, "no /nowhere/cc on PATH to build the OpenBLAS jumps"),
         ("import tblite.interface", {}, "tblite imported before oodmol could choose"),
+        ("", {"XDG_CACHE_HOME": "/proc/oodmol"}, "the OpenBLAS jumps did not build: "),
     ],
-    ids=["no-compiler", "tblite-imported-first"],
+    ids=["no-compiler", "tblite-imported-first", "no-writable-cache"],
 )
 def test_where_it_cannot_it_runs_on_the_bundled_blas_and_says_why(
     tmp_path, before: str, env: dict[str, str], why: str
 ) -> None:
     fell_back = computed(tmp_path, "fell_back", before, **env)
-    assert fell_back["blas"] == f"bundled ({why})"
+    assert fell_back["blas"].startswith(f"bundled ({why}")
     assert not jumps(tmp_path)
     assert not any("tight_binding" in name for name in libraries(fell_back))
     same_numbers(fell_back, computed(tmp_path, "reference", OODMOL_XTB_BLAS="reference"))

@@ -183,7 +183,10 @@ def _assemble(compiler: str, source: str, openblas: Path, path: Path) -> None:
 
 
 def _cache_folder() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    try:
+        root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    except RuntimeError as error:  # no home folder to be found
+        raise _CannotBuild(f"no cache folder for the OpenBLAS jumps: {error}") from None
     return Path(root) / "oodmol" / "blas"
 
 
