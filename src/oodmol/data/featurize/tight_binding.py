@@ -6,7 +6,7 @@ unblocked loops in which a GFN2-xTB energy and gradient spends about half its ti
 every routine renamed (`scipy_dgemm_`, ...). A library of one jump per routine
 (`dgemm_: jmp scipy_dgemm_`), assembled once with the C compiler and loaded into the
 process's global symbol scope before tblite and dftd4, makes their calls land in
-OpenBLAS: a GFN2-xTB optimisation of the CSD 10k set takes about 1.6 times less CPU
+OpenBLAS: a GFN2-xTB optimisation of the CSD 10k set takes about 1.8 times less CPU
 (`bench/xtb_blas.py`), with the same numbers to rounding (tests: energies within 1e-9 Eh).
 
 Where it cannot be done (`OODMOL_XTB_BLAS=reference`, no C compiler or `nm`, no scipy
@@ -88,25 +88,25 @@ class _CannotBuild(Exception):
     """Why the jumps to OpenBLAS could not be built here."""
 
 
+def _package_folder(package: str) -> Path | None:
+    """Where an installed package lives, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def _reference_linked(package: str) -> list[Path]:
     """The package's compiled extensions, where its wheel carries netlib's BLAS."""
-    spec = importlib.util.find_spec(package)  # finds it without importing it
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    bundled = folder.parent / f"{package}.libs"
-    if not any(bundled.glob("libblas-*.so*")):
+    folder = _package_folder(package)
+    if folder is None or not any(folder.parent.glob(f"{package}.libs/libblas-*.so*")):
         return []
     return sorted(folder.glob("_lib*.so"))
 
 
 def _scipy_openblas() -> Path | None:
-    spec = importlib.util.find_spec("scipy")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    found = sorted(Path(next(iter(spec.submodule_search_locations))).parent.glob(
-        "scipy.libs/libscipy_openblas*.so"
-    ))  # fmt: skip
+    folder = _package_folder("scipy")
+    found = sorted(folder.parent.glob("scipy.libs/libscipy_openblas*.so")) if folder else []
     return found[0] if found else None
 
 
