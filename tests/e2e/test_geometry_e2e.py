@@ -46,6 +46,7 @@ def test_both_geometries_train_on_the_same_molecules_and_are_compared(tmp_path) 
         assert len(list((task.data_dir / "features").glob("*-graph3d-*.lmdb"))) == 2
         assert not list((task.data_dir / "features").glob("*.journal"))
         changes = next((task.data_dir / "geometry").glob("*-xtb.csv"))
+        assert changes.with_suffix(".png").is_file() and changes.with_suffix(".svg").is_file()
         figure = task.root / "figure"
         ablation = [
             "-m",

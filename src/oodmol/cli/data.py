@@ -6,8 +6,9 @@ prepare   build the data set, the split and the feature caches ahead of a sweep
           configs/model/representation, as the regressors of experiment=benchml read them)
 card      write a dataset card (counts, units, BOOM-style histogram) to out=<dir>
 geometry  build the 3D geometries of conformers=<name> (resumable: run it again to go on)
-          and check them (bond graph, valencies): counts, reasons and one row per
-          molecule (RMSD, energy change) in out=<dir> (default <data>/geometry)
+          and check them (bond graph, valencies): counts, reasons, one row per
+          molecule (RMSD, energy change) and their figure in out=<dir> (default
+          <data>/geometry)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from oodmol.cli.entry import entry_point
 from oodmol.config import compose_config, config_dir
 from oodmol.data.card import write_card
 from oodmol.data.geometry_checks import check_store
+from oodmol.data.geometry_figure import draw_check_report
 from oodmol.data.splits.assignment import ALL_SETS
 from oodmol.data.store import FeatureStore
 from oodmol.data.task import TaskData, load_split, load_task
@@ -30,6 +32,7 @@ from oodmol.errors import UsageError
 from oodmol.io import atomic_write_json
 from oodmol.overrides import compose_checked, names_of, unknown_choice_message
 from oodmol.parallel import limit_threads
+from oodmol.plotting import save_figure
 
 
 def _usage(command: str) -> str:
@@ -101,7 +104,7 @@ def run(command: str, overrides: list[str]) -> int:
 def write_geometry_report(cfg, data: TaskData, data_dir: Path) -> None:
     """Build (or open) the 3D features of the chosen geometry, check every molecule and
     write the check report: `<dataset>-<geometry>.json` (counts, reasons, failures by
-    name) and `.csv` (one row per molecule)."""
+    name), `.csv` (one row per molecule) and `.png|svg` (counts and distributions)."""
     geometry = str(cfg.conformers.name)
     featurizer = featurizer_of(cfg, "graph3d")
     store = FeatureStore.build_or_open(
@@ -116,6 +119,7 @@ def write_geometry_report(cfg, data: TaskData, data_dir: Path) -> None:
         Path(f"{stem}.json"), {**summary, "failed_molecules": report.to_json()["failed"]}
     )
     report.write_csv(Path(f"{stem}.csv"), data.dataset)
+    save_figure(draw_check_report(report, data.dataset.name), stem)
     print(
         f"[oodmol] {geometry} geometries of {data.dataset.name}: {summary['passed']} of "
         f"{summary['molecules']} pass the checks, {summary['failed']} fail"
@@ -127,7 +131,7 @@ def write_geometry_report(cfg, data: TaskData, data_dir: Path) -> None:
     for key in ("median_rmsd_heavy", "median_rmsd_all", "median_energy_change_kcal"):
         if key in summary:
             print(f"[oodmol]   {key}: {summary[key]:.4g}")
-    print(f"[oodmol] wrote {stem}.json and {stem}.csv")
+    print(f"[oodmol] wrote {stem}.json, .csv, .png and .svg")
 
 
 def featurizer_of(cfg, name: str):
