@@ -13,10 +13,12 @@
 #   bench/gpu_check.sh --dry-run [STEP...]         # the same steps on this CPU, small
 #
 # STEPs (default: tests epochs): tests, epochs, epochs-bf16 (the models of BF16_MODELS
-# under bf16-mixed), seeds (SEEDS_MODEL's seeds 0..2 side by side, then seed 0 alone).
-# MODELS, TESTS_K (a pytest -k expression) and the limits (seconds: TESTS_S, EPOCHS_S,
-# BF16_S, SEEDS_S per step, MODEL_S of training per model) override the defaults; a step
-# that runs out of time keeps what it wrote.
+# under bf16-mixed), epochs-host (the models of HOST_MODELS with their batches built on
+# the host and copied over, data_on_device=false: what keeping the data on the device
+# gives, beside `epochs`), seeds (SEEDS_MODEL's seeds 0..2 side by side, then seed 0
+# alone). MODELS, TESTS_K (a pytest -k expression) and the limits (seconds: TESTS_S,
+# EPOCHS_S, BF16_S, HOST_S, SEEDS_S per step, MODEL_S of training per model) override the
+# defaults; a step that runs out of time keeps what it wrote.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -50,6 +52,7 @@ if ((DRY)); then
   DEVICE=cpu
   MODELS=${MODELS:-mlp,egnn}
   BF16_MODELS=${BF16_MODELS:-egnn}
+  HOST_MODELS=${HOST_MODELS:-mlp,egnn}
   TESTS_S=${TESTS_S:-300} EPOCHS_S=${EPOCHS_S:-240} MODEL_S=${MODEL_S:-20}
   EXTRA=(max_molecules=600)
   TESTS_K=${TESTS_K:-cpu or tf32_matmuls or default_trainer or matmul}
@@ -58,12 +61,13 @@ else
   # the models of BOOM's Table 4 first (the goals name Chemprop, EGNN, ET and GotenNet)
   MODELS=${MODELS:-chemprop,egnn,et,gotennet,mlp,schnet,painn,mace,ignn,tgnn,chemberta,modernbert,molformer,graphormer3d,geoformer,dimenetpp,visnet}
   BF16_MODELS=${BF16_MODELS:-et,gotennet}
+  HOST_MODELS=${HOST_MODELS:-chemprop,egnn,mlp,schnet}
   TESTS_S=${TESTS_S:-150} EPOCHS_S=${EPOCHS_S:-260} MODEL_S=${MODEL_S:-35}
   EXTRA=()
   TESTS_K=${TESTS_K:-}
 fi
 SEEDS_MODEL=${SEEDS_MODEL:-egnn}
-BF16_S=${BF16_S:-$EPOCHS_S} SEEDS_S=${SEEDS_S:-$EPOCHS_S}
+BF16_S=${BF16_S:-$EPOCHS_S} HOST_S=${HOST_S:-$EPOCHS_S} SEEDS_S=${SEEDS_S:-$EPOCHS_S}
 started=$SECONDS
 step() { printf '[gpu_check %4ds] %s\n' $((SECONDS - started)) "$*" | tee -a "$OUT/steps.log"; }
 
@@ -144,8 +148,10 @@ for name in "${STEPS[@]}"; do
     tests) tests ;;
     epochs) epochs epochs "$EPOCHS_S" "$MODELS" ;;
     epochs-bf16) epochs epochs-bf16 "$BF16_S" "$BF16_MODELS" --no-grid trainer.precision=bf16-mixed ;;
+    epochs-host) epochs epochs-host "$HOST_S" "$HOST_MODELS" --no-grid data_on_device=false ;;
     seeds) seeds ;;
-    *) echo "gpu_check: no step '$name' (tests, epochs, epochs-bf16, seeds)" >&2; exit 2 ;;
+    *) echo "gpu_check: no step '$name' (tests, epochs, epochs-bf16, epochs-host, seeds)" >&2
+       exit 2 ;;
   esac
 done
 [[ -n $sampler ]] && kill "$sampler" 2>/dev/null

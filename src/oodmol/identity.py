@@ -34,6 +34,7 @@ EXECUTION_KEYS = frozenset(
         "logger",
         "progress",
         "num_workers",
+        "data_on_device",
         "keep_freed_memory",
         "memory_fraction",
         "memory_limit_mb",

@@ -182,6 +182,7 @@ OVERRIDES = [
     ("resume_word", "resume=maybe", "resume must be true or false"),
     ("unparseable", "model.module.backbone.hidden=[4", "not a valid override"),
     ("workers_negative", "num_workers=-1", "num_workers must be a whole number ≥ 0"),
+    ("data_on_device_word", "data_on_device=maybe", "data_on_device must be auto, true or false"),
 ]
 
 CASES: list[Case] = [

@@ -14,6 +14,7 @@ from functools import partial
 
 import pytest
 import torch
+from batch_sets import batch_tensors, small_sets
 from e2e_helpers import MLP, QUIET, REPO, TinyTask
 from geometry_helpers import point_cloud_batch
 from omegaconf import open_dict
@@ -145,6 +146,19 @@ def test_every_batch_type_pins_each_of_its_tensors():
                 assert value is None
 
 
+@CUDA
+@pytest.mark.parametrize("kind", sorted(small_sets()))
+def test_a_set_kept_on_the_gpu_gathers_the_batches_the_host_copies_over(kind: str) -> None:
+    host = small_sets()[kind]
+    on_gpu = host.on_device(torch.device("cuda"))
+    for indices in ([3, 0, 2], [4, 4, 1], []):
+        copied = batch_tensors(host.batch(indices).to("cuda"))
+        gathered = batch_tensors(on_gpu.batch(indices))
+        assert copied.keys() == gathered.keys()
+        for name, tensor in copied.items():
+            assert gathered[name].is_cuda and torch.equal(gathered[name], tensor), name
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyTask]:
     task = TinyTask.create(tmp_path_factory.mktemp("gpu"))
@@ -157,22 +171,26 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TinyTask]:
 @pytest.mark.parametrize(
     "extra",
     [
-        ["num_workers=2"],
+        ["num_workers=2", "data_on_device=false"],
         ["trainer.precision=bf16-mixed"],
         ["model=egnn", "model.module.backbone.hidden=8", "model.module.backbone.layers=1"],
     ],
     ids=["workers", "bf16-mixed", "egnn"],
 )
 def test_train_runs_on_the_gpu(tiny: TinyTask, extra: list[str], request) -> None:
-    """Pinned batches (workers kept between epochs), mixed precision, and a 3D model
-    whose neighbour search runs on the device, each trained and tested on the GPU."""
+    """Pinned batches from the host (workers kept between epochs), mixed precision, and
+    a 3D model whose neighbour search runs on the device, each trained and tested on the
+    GPU; the data stays on the device unless the run says otherwise."""
     out = tiny.root / request.node.callspec.id
     model = [] if extra[0].startswith("model=") else MLP
     command = ["train.py", *model, *extra, "trainer=gpu", "model.max_epochs=2"]
     tiny.run([*command, *tiny.task_args(), *QUIET, f"hydra.run.dir={out}"]).ok()
     metrics = json.loads((out / "metrics.json").read_text())
     assert all(metrics[s]["rmse"] > 0 for s in ("id", "ood"))
-    assert metrics["training"]["device"]["accelerator"] == "cuda"
+    device = metrics["training"]["device"]
+    assert device["accelerator"] == "cuda"
+    kept = [] if "data_on_device=false" in extra else ["id", "ood", "train", "val"]
+    assert device["data_on_device"] == kept
 
 
 # every model family, at its configured size, for one epoch on the tiny task: its
@@ -206,4 +224,5 @@ def test_bf16_mixed_training_runs_on_cpu(tiny: TinyTask) -> None:
     assert all(metrics[s]["rmse"] > 0 for s in ("id", "ood"))
     device = metrics["training"]["device"]  # the record says where and how it ran
     assert (device["accelerator"], device["precision"]) == ("cpu", "bf16-mixed")
+    assert device["data_on_device"] == []  # the data is where the model is already
     assert metrics["training"]["peak_memory_mb"] > 0

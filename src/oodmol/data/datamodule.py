@@ -17,6 +17,7 @@ from oodmol.data.baseline import LinearBaseline
 from oodmol.data.features import FeatureSet
 from oodmol.data.featurize.base import Featurizer
 from oodmol.data.geometry_checks import GeometryReport, check_store
+from oodmol.data.residency import DeviceResidency
 from oodmol.data.sampling import EpochShuffle
 from oodmol.data.splits.assignment import (
     VAL_TAIL,
@@ -73,6 +74,9 @@ class MoleculeDataModule(L.LightningDataModule):
     got in the current epoch; a run resumed from it goes on with the next batch that the
     uninterrupted run would have drawn.
 
+    On a GPU, sets that fit stay on the device and are batched there
+    (`data_on_device`, `oodmol.data.residency`).
+
     Token sets batch molecules of like length together (less padding). With
     `group_by_size`, sets of molecular graphs and point clouds do so by atom count, for
     models on dense padded pair tensors (GeoFormer), whose memory grows with the largest
@@ -100,6 +104,7 @@ class MoleculeDataModule(L.LightningDataModule):
         geometry_filter: dict[str, Featurizer] | None = None,
         baseline: LinearBaseline | None = None,
         weighting: TailWeights | None = None,
+        data_on_device: str | bool = "auto",
     ) -> None:
         super().__init__()
         self.task = task
@@ -110,6 +115,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.num_workers = num_workers
+        self.residency = DeviceResidency(data_on_device)
         self.progress = progress
         self.bootstrap_seed = bootstrap_seed
         self.max_molecules = checked_max_molecules(max_molecules)
@@ -350,25 +356,32 @@ class MoleculeDataModule(L.LightningDataModule):
     def _loader(self, name: str, shuffle: EpochShuffle | None = None) -> DataLoader:
         """The training loader with its `shuffle`; an evaluation loader in order, or
         shortest molecules first where batches group by size (less padding)."""
-        dataset = self.datasets[name]
-        lengths = self._sizes(dataset)
+        lengths = self._sizes(self.datasets[name])
         order = None if lengths is None else np.argsort(lengths, kind="stable").tolist()
+        dataset = self.residency.dataset(name, self.datasets[name], self._device())
+        on_host = not self.residency.holds(dataset)
+        workers = self.num_workers if on_host else 0  # gathered on the device: no workers
         return DataLoader(
             dataset,
             batch_size=self.batch_size if shuffle is not None else self.eval_batch_size,
             sampler=shuffle if shuffle is not None else order,
-            num_workers=self.num_workers,
+            num_workers=workers,
             collate_fn=self.features.collate,
-            persistent_workers=self.num_workers > 0,
-            pin_memory=self._on_cuda(),
+            persistent_workers=workers > 0,
+            pin_memory=on_host and self._on_cuda(),
             generator=torch.Generator().manual_seed(self.seed),
         )
+
+    def _device(self) -> torch.device | None:
+        """The device the run's model is on, once a trainer holds this module."""
+        trainer = self.trainer
+        return None if trainer is None else trainer.strategy.root_device
 
     def _on_cuda(self) -> bool:
         """Whether batches go to a CUDA device: then they are pinned, so that their
         copies overlap with compute (pinned host memory needs CUDA to exist)."""
-        trainer = self.trainer
-        return trainer is not None and trainer.strategy.root_device.type == "cuda"
+        device = self._device()
+        return device is not None and device.type == "cuda"
 
     def _sizes(self, dataset) -> np.ndarray | None:
         """The per-molecule sizes batches are grouped by: a token set's lengths always,

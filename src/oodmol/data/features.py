@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -68,6 +69,16 @@ class BatchedDataset(Dataset, ABC):
 
     def __getitems__(self, indices: list[int]) -> list[Batch]:
         return [self.batch(indices)]
+
+    def on_device(self, device: torch.device) -> BatchedDataset | None:
+        """This set with its tensors on `device`, its batches gathered there (no
+        collation on the host, no copy per step); None where batches are built on the
+        host."""
+        return None
+
+    def nbytes(self) -> int:
+        """The bytes its tensors take, what a device must hold to keep the set."""
+        return 0
 
 
 # A column whose spread over the training set is below this fraction of the widest
@@ -141,7 +152,7 @@ class VectorFeatures(FeatureSet):
 class TensorSet(BatchedDataset):
     """Rows of a feature tensor with their targets and positions."""
 
-    def __init__(self, x: torch.Tensor, y: np.ndarray | None) -> None:
+    def __init__(self, x: torch.Tensor, y: np.ndarray | torch.Tensor | None) -> None:
         self.x = x
         self.y = _targets(y)
 
@@ -150,9 +161,15 @@ class TensorSet(BatchedDataset):
 
     def batch(self, indices: list[int]) -> VectorBatch:
         """A few tensor gathers, not B item builds."""
-        idx = torch.as_tensor(indices, dtype=torch.int64)
+        idx = torch.as_tensor(indices, dtype=torch.int64, device=self.x.device)
         y = None if self.y is None else self.y[idx]
         return VectorBatch(x=self.x[idx], y=y, index=idx)
+
+    def on_device(self, device: torch.device) -> TensorSet:
+        return TensorSet(self.x.to(device), None if self.y is None else self.y.to(device))
+
+    def nbytes(self) -> int:
+        return self.x.nbytes + (0 if self.y is None else self.y.nbytes)
 
 
 class GraphFeatures(FeatureSet):
@@ -257,6 +274,8 @@ class GraphSet(BatchedDataset):
         self.has_edges = bool(graphs) and "edge_index" in graphs[0]
         self.atom_ptr = ptr([len(g[atom_fields[0]]) for g in graphs])
         self.edge_ptr = ptr([g["edge_index"].shape[1] if self.has_edges else 0 for g in graphs])
+        # the counts on the host too: a batch's sizes without waiting for its device
+        self.n_atoms, self.n_edges = np.diff(self.atom_ptr.numpy()), np.diff(self.edge_ptr.numpy())
         self.atoms = {field: cat(field) for field in atom_fields}
         self.edges = {field: cat(field) for field in edge_fields}
         # atom positions within the molecule; shifted to batch positions when batched
@@ -271,24 +290,27 @@ class GraphSet(BatchedDataset):
     @property
     def atom_counts(self) -> np.ndarray:
         """Atoms per molecule, what size-grouped batches sort by."""
-        return np.diff(self.atom_ptr.numpy())
+        return self.n_atoms
 
     def batch(self, indices: list[int]) -> GraphBatch | PointCloudBatch:
-        idx = torch.as_tensor(indices, dtype=torch.int64)
+        device = self.atom_ptr.device
+        idx = torch.as_tensor(indices, dtype=torch.int64, device=device)
         atom_start, n_atoms = self.atom_ptr[idx], self.atom_ptr[idx + 1] - self.atom_ptr[idx]
-        n_atom_total = int(n_atoms.sum())
+        n_atom_total = int(self.n_atoms[indices].sum())
         atom_shift = torch.cumsum(n_atoms, 0) - n_atoms  # first atom of each molecule in the batch
-        atoms = torch.arange(n_atom_total) + torch.repeat_interleave(
+        atoms = torch.arange(n_atom_total, device=device) + torch.repeat_interleave(
             atom_start - atom_shift, n_atoms, output_size=n_atom_total
         )
-        segment = torch.repeat_interleave(torch.arange(len(idx)), n_atoms, output_size=n_atom_total)
+        segment = torch.repeat_interleave(
+            torch.arange(len(idx), device=device), n_atoms, output_size=n_atom_total
+        )
         fields = {field: values[atoms] for field, values in self.atoms.items()}
         if self.has_edges:
             edge_start = self.edge_ptr[idx]
             n_edges = self.edge_ptr[idx + 1] - edge_start
-            n_edge_total = int(n_edges.sum())
+            n_edge_total = int(self.n_edges[indices].sum())
             edge_shift = torch.cumsum(n_edges, 0) - n_edges
-            edges = torch.arange(n_edge_total) + torch.repeat_interleave(
+            edges = torch.arange(n_edge_total, device=device) + torch.repeat_interleave(
                 edge_start - edge_shift, n_edges, output_size=n_edge_total
             )
             fields["edge_index"] = self.edge_index[:, edges] + torch.repeat_interleave(
@@ -299,6 +321,25 @@ class GraphSet(BatchedDataset):
             fields["x_d"] = self.x_d[idx]
         y = None if self.y is None else self.y[idx]
         return self.batch_type(**fields, molecule=segment, y=y, index=idx)
+
+    def on_device(self, device: torch.device) -> GraphSet:
+        moved = copy.copy(self)
+        for name, value in self._tensors().items():
+            if isinstance(value, dict):
+                setattr(moved, name, {field: t.to(device) for field, t in value.items()})
+            else:
+                setattr(moved, name, value.to(device))
+        return moved
+
+    def nbytes(self) -> int:
+        return sum(
+            sum(t.nbytes for t in value.values()) if isinstance(value, dict) else value.nbytes
+            for value in self._tensors().values()
+        )
+
+    def _tensors(self) -> dict[str, torch.Tensor | dict[str, torch.Tensor]]:
+        names = ("atom_ptr", "edge_ptr", "atoms", "edges", "edge_index", "y", "x_d")
+        return {name: value for name in names if (value := getattr(self, name)) is not None}
 
 
 class PointCloudFeatures(FeatureSet):
@@ -336,5 +377,5 @@ class PointCloudFeatures(FeatureSet):
         return GraphSet(graphs, y, PointCloudBatch, atom_fields=fields, edge_fields=())
 
 
-def _targets(y: np.ndarray | None) -> torch.Tensor | None:
+def _targets(y: np.ndarray | torch.Tensor | None) -> torch.Tensor | None:
     return None if y is None else torch.as_tensor(y, dtype=torch.float32)

@@ -38,6 +38,7 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         batch_size=cfg.model.batch_size,
         eval_batch_size=cfg.eval_batch_size,
         num_workers=cfg.num_workers,
+        data_on_device=cfg.get("data_on_device", "auto"),
         progress=cfg.progress,
         bootstrap_seed=cfg.seed if bootstrap else None,
         max_molecules=cfg.get("max_molecules"),

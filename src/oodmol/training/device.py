@@ -12,7 +12,8 @@ import torch
 
 
 def device_facts(trainer: L.Trainer) -> dict:
-    """The accelerator and device the run trained on, and its precisions."""
+    """The accelerator and device the run trained on, its precisions, and which of its
+    sets it kept on the device (oodmol.data.residency)."""
     root = trainer.strategy.root_device
     if root.type == "cuda":
         name = torch.cuda.get_device_name(root)
@@ -24,7 +25,13 @@ def device_facts(trainer: L.Trainer) -> dict:
         "devices": trainer.num_devices,
         "precision": str(trainer.precision),
         "matmul_precision": torch.get_float32_matmul_precision(),
+        "data_on_device": _resident_sets(trainer),
     }
+
+
+def _resident_sets(trainer: L.Trainer) -> list[str]:
+    residency = getattr(trainer.datamodule, "residency", None)
+    return [] if residency is None else residency.resident
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -30,7 +30,7 @@ def test_execution_settings_and_seeds_share_a_key() -> None:
     base = key()
     for same in (
         ["seed=3"],
-        ["threads=1", "progress=false", "num_workers=2"],
+        ["threads=1", "progress=false", "num_workers=2", "data_on_device=false"],
         ["logger=wandb"],
         ["trainer=ddp"],
         ["resume=true", "ckpt_path=x.ckpt"],
