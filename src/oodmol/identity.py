@@ -112,8 +112,8 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
     if isinstance(callbacks, dict):
         excluded += [(callbacks, k) for k, v in callbacks.items() if v is None]
         excluded += [(callbacks, k) for k in OBSERVER_CALLBACKS if k in callbacks]
-    if isinstance(uq, dict) and "member" in uq:  # members share their run's configuration
-        excluded.append((uq, "member"))
+    if isinstance(uq, dict):  # members share their run's configuration, however trained
+        excluded += [(uq, k) for k in ("member", "parallel") if k in uq]
     excluded += _locations(tree)
     model = tree.get("model")
     if isinstance(model, dict):

@@ -75,6 +75,7 @@ SETTINGS: dict[str, Setting] = {
     "model.max_epochs": Setting(int, 1, meaning="a run trains at least one epoch"),
     "trainer.max_epochs": Setting(int, 1, meaning="a run trains at least one epoch"),
     "model.batch_size": Setting(int, 1, meaning="molecules per training batch"),
+    "uq.parallel": Setting(int, 1, meaning="ensemble members trained at once"),
     "progress": Setting(bool),
     "resume": Setting(bool),
     "train": Setting(bool),

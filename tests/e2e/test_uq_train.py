@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -75,6 +77,7 @@ def train(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Train]:
         run_members(cfg, train_one)
         return out
 
+    run.root = root  # type: ignore[attr-defined]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OODMOL_DATA_DIR", str(root / "data"))
         yield run
@@ -119,6 +122,61 @@ def test_ensemble_members_multirun_twin_and_leaderboard(train: Train, tmp_path: 
     assert "mlp+ensemble" in set(pd.read_csv(tmp_path / "uq.csv")["model"])
     assert "ENCE" in (tmp_path / "uq.md").read_text()
     assert list(pd.read_csv(tmp_path / "runs.csv")["model"]) == ["mlp+ensemble"]
+
+
+def test_members_side_by_side_are_the_members_trained_in_turn(train: Train):
+    """uq.parallel=2 trains both members at once, each a train.py process of its own on
+    one of the run's two threads: their predictions and the combined run's metrics are
+    those of the members trained one after the other on one thread."""
+    in_turn = train("in_turn", "uq=ensemble", "uq.members=2")
+    root = in_turn.parent
+    out = root / "side_by_side"
+    quick = [o for o in FAST if not o.startswith("threads=")]
+    command = [
+        sys.executable, "train.py", *CSV_TASK, f"task.path={root / 'tiny.csv'}",
+        f"paths.data_dir={root / 'data'}", *quick, "uq=ensemble", "uq.members=2",
+        "uq.parallel=2", "threads=2", f"hydra.run.dir={out}",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2 members, 2 at a time, 1 thread(s) each" in done.stdout
+    for k in (0, 1):
+        assert (out / "members" / f"{k}.log").is_file()
+        pd.testing.assert_frame_equal(
+            pd.read_csv(out / "members" / str(k) / "predictions.csv"),
+            pd.read_csv(in_turn / "members" / str(k) / "predictions.csv"),
+        )
+    # run again: each member finds its folder done (member 1 with its own seed, 1000)
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    for k in (0, 1):
+        assert "already holds this run, complete" in (out / "members" / f"{k}.log").read_text()
+    together, alone = metrics_of(out), metrics_of(in_turn)
+    assert together["config_key"] == alone["config_key"]
+    assert together["ood"] == alone["ood"]
+    where = {"member_dirs"}  # the folders, the one thing that differs
+    assert {k: v for k, v in together["uq"].items() if k not in where} == {
+        k: v for k, v in alone["uq"].items() if k not in where
+    }
+
+
+def test_a_member_that_fails_side_by_side_ends_the_run_with_its_own_line(train: Train):
+    """The members read the data, not the run that starts them: a column the file lacks
+    fails both, and the run ends with the first one's line and exit status."""
+    root = train.root  # type: ignore[attr-defined]
+    tiny = tiny_csv(root / "tiny_for_failure.csv")
+    quick = [o for o in FAST if not o.startswith("threads=")]
+    command = [
+        sys.executable, "train.py", "task=csv", "task.target_column=nope",
+        "++task.name=csv-tiny-nope", f"task.path={tiny}", f"paths.data_dir={root / 'data'}",
+        *quick, "uq=ensemble", "uq.members=2", "uq.parallel=2",
+        f"hydra.run.dir={root / 'failing'}",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert last.startswith("[oodmol train] member 0 failed (exit 2): [oodmol train]"), last
+    assert "nope" in last and "see " in last and "Traceback" not in done.stderr
 
 
 def test_bootstrap_members_train_on_different_resamples(train: Train):

@@ -29,10 +29,14 @@ def answered_before_start(cfg: DictConfig) -> int | None:
         return None
     from oodmol.locks import FolderInUse, holder_of
     from oodmol.training.run_folder import LOCK_FILE, plan_run
+    from oodmol.uq.seeds import member_seed
 
     holder = holder_of(Path(folder), LOCK_FILE)
     if holder is not None:  # what the folder holds is that run's, unfinished: never judged
         raise FolderInUse.held_by(Path(folder), holder)
+    if uq.get("member") is not None:  # a member trains, and is recorded, with its own seed
+        cfg = cfg.copy()
+        cfg.seed = member_seed(cfg.seed, uq.member)
     plan = plan_run(Path(folder), cfg)
     if plan.action != "done":
         return None

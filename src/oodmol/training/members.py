@@ -1,5 +1,6 @@
 """Ensemble and bootstrap members of one run: their configs and folders, and training
-them one after another (or one of them, for a multirun) with train.py's own function."""
+them one after another with train.py's own function, side by side as processes of their
+own (`uq.parallel`, oodmol.training.side_by_side), or one of them (a multirun's job)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from omegaconf import DictConfig
 from oodmol.identity import MEMBERS_DIR
 from oodmol.overrides import OverrideError
 from oodmol.training.ensembles import combine_members
+from oodmol.training.side_by_side import can_run_side_by_side, train_side_by_side
 from oodmol.uq.calibrators import CALIBRATORS
 from oodmol.uq.estimators import estimator_from_config
 from oodmol.uq.evaluators import EVALUATORS
@@ -31,8 +33,8 @@ def run_members(
     cfg: DictConfig, train: Callable[[DictConfig], dict | float | None]
 ) -> dict | float | None:
     """Run `train` once for a plain run, for member `uq.member` alone, or for each of the
-    estimator's members (`uq.members`) followed by their combination into the run's
-    folder."""
+    estimator's members (`uq.members`; `uq.parallel` of them at once) followed by their
+    combination into the run's folder."""
     uq = cfg.get("uq")
     if uq is None:
         return train(cfg)
@@ -50,8 +52,12 @@ def run_members(
         )
     run_dir = Path(cfg.paths.output_dir)
     member_dirs = [run_dir / MEMBERS_DIR / str(k) for k in range(members)]
-    for k, member_dir in enumerate(member_dirs):
-        train(member_config(cfg, k, member_dir))
+    parallel = uq.get("parallel", 1)
+    if parallel > 1 and can_run_side_by_side():
+        train_side_by_side(cfg, member_dirs, parallel)
+    else:
+        for k, member_dir in enumerate(member_dirs):
+            train(member_config(cfg, k, member_dir))
     if not cfg.test:
         return None
     metrics = combine_members(member_dirs, run_dir, calibrators, evaluators)

@@ -36,6 +36,7 @@ def test_execution_settings_and_seeds_share_a_key() -> None:
         ["resume=true", "ckpt_path=x.ckpt"],
         ["paths.log_dir=/elsewhere"],
         ["uq=ensemble", "uq.member=2"],
+        ["uq=ensemble", "uq.parallel=3"],
     ):
         if same[0].startswith("uq"):
             assert key(*same) == key("uq=ensemble"), same
