@@ -193,6 +193,19 @@ def test_train_runs_on_the_gpu(tiny: TinyTask, extra: list[str], request) -> Non
     assert device["data_on_device"] == kept
 
 
+@CUDA
+@pytest.mark.slow
+def test_ensemble_members_side_by_side_share_the_gpu(tiny: TinyTask) -> None:
+    out = tiny.root / "members-side-by-side"
+    ensemble = ["uq=ensemble", "uq.members=2", "uq.parallel=2"]
+    command = ["train.py", *MLP, *ensemble, "trainer=gpu", "model.max_epochs=2"]
+    tiny.run([*command, *tiny.task_args(), *QUIET, f"hydra.run.dir={out}"]).ok()
+    for k in (0, 1):
+        member = json.loads((out / "members" / str(k) / "metrics.json").read_text())
+        assert member["training"]["device"]["accelerator"] == "cuda"
+    assert json.loads((out / "metrics.json").read_text())["uq"]["members"] == 2
+
+
 # every model family, at its configured size, for one epoch on the tiny task: its
 # featuriser, forward, backward and test on the GPU
 MODELS = sorted(p.stem for p in (REPO / "configs" / "model").glob("*.yaml"))
