@@ -57,9 +57,7 @@ def run_members(
         train_side_by_side(cfg, member_dirs, parallel)
     else:
         if parallel > 1:
-            print(
-                f"[oodmol] uq.parallel={parallel} needs train.py's command line: members train in turn"
-            )
+            print(f"[oodmol] uq.parallel={parallel} needs train.py's command line: in turn")
         for k, member_dir in enumerate(member_dirs):
             train(member_config(cfg, k, member_dir))
     if not cfg.test:
