@@ -152,7 +152,7 @@ def main() -> None:
         "--no-grid", action="store_true", help="leave out the device-hours of experiment=boom"
     )
     parser.add_argument("overrides", nargs="*", help="train.py overrides for every run")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()  # overrides before and after the options
 
     table4 = boom_paper().tables["table4"].set_index("model")
     store = json.loads(args.out.read_text()) if args.out and args.out.is_file() else {}
