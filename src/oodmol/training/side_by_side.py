@@ -49,7 +49,7 @@ def can_run_side_by_side() -> bool:
     return HydraConfig.initialized()
 
 
-def member_command(cfg: DictConfig, member: int, folder: Path, threads: int) -> list[str]:
+def member_command(member: int, folder: Path, threads: int) -> list[str]:
     """train.py's command line for member `member` of the run, into `folder`."""
     hydra = HydraConfig.get()
     own = [o for o in hydra.overrides.task if o.lstrip("+~").split("=")[0] not in OWN_SETTINGS]
@@ -72,7 +72,7 @@ def train_side_by_side(cfg: DictConfig, folders: list[Path], parallel: int) -> N
     threads = threads_per_member(cfg, parallel)
     waiting = list(enumerate(folders))
     running: dict[int, tuple[subprocess.Popen, Path]] = {}
-    failed: list[tuple[int, int, str]] = []
+    failed: list[tuple[int, int, Path]] = []  # member, exit status, its log
     print(f"[oodmol] {len(folders)} members, {parallel} at a time, {threads} thread(s) each")
     doing = f"training {len(folders)} members side by side"
     outcome = "each member keeps its last checkpoint; run the same command with resume=true"
@@ -81,28 +81,28 @@ def train_side_by_side(cfg: DictConfig, folders: list[Path], parallel: int) -> N
             while waiting or running:
                 while waiting and len(running) < parallel:
                     member, folder = waiting.pop(0)
-                    running[member] = _start(cfg, member, folder, threads)
+                    running[member] = _start(member, folder, threads)
                 for member, (process, log) in list(running.items()):
                     if process.poll() is not None:
                         del running[member]
                         if process.returncode:
-                            failed.append((member, process.returncode, _last_line(log)))
+                            failed.append((member, process.returncode, log))
                 time.sleep(POLL_S)
         finally:
             _stop(running)
     if failed:
-        member, code, line = failed[0]
+        member, code, log = failed[0]
         others = f" ({len(failed) - 1} more member(s) failed too)" if len(failed) > 1 else ""
-        log = folders[member].parent / f"{member}.log"
+        line = _last_line(log)
         raise MemberFailed(f"member {member} failed (exit {code}): {line}{others}; see {log}", code)
 
 
-def _start(cfg: DictConfig, member: int, folder: Path, threads: int):
+def _start(member: int, folder: Path, threads: int) -> tuple[subprocess.Popen, Path]:
     log = folder.parent / f"{member}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
         process = subprocess.Popen(
-            member_command(cfg, member, folder, threads),
+            member_command(member, folder, threads),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
