@@ -162,7 +162,7 @@ def test_members_side_by_side_are_the_members_trained_in_turn(train: Train):
 
 def test_a_member_that_fails_side_by_side_ends_the_run_with_its_own_line(train: Train):
     """The members read the data, not the run that starts them: a column the file lacks
-    fails both, and the run ends with the first one's line and exit status."""
+    fails both, and the run ends with member 0's line and exit status, whichever ends first."""
     root = train.root  # type: ignore[attr-defined]
     tiny = tiny_csv(root / "tiny_for_failure.csv")
     quick = [o for o in FAST if not o.startswith("threads=")]

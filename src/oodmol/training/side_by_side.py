@@ -10,7 +10,8 @@ stacked in one model: every member keeps its own batches, learning-rate schedule
 stop and best checkpoint, which a stacked model would have to share or imitate.
 
 Each member's console output goes to `<run>/members/<k>.log`. A member that fails
-ends the run with its own last line and exit status once the others are done; a stop
+ends the run with its own last line and exit status once the others are done (the
+lowest-numbered one where several fail, so the message does not depend on timing); a stop
 signal goes on to every member, each saves its last checkpoint, and `resume=true` goes
 on from them."""
 
@@ -91,7 +92,7 @@ def train_side_by_side(cfg: DictConfig, folders: list[Path], parallel: int) -> N
         finally:
             _stop(running)
     if failed:
-        member, code, log = failed[0]
+        member, code, log = min(failed)  # the lowest-numbered, whichever ended first
         others = f" ({len(failed) - 1} more member(s) failed too)" if len(failed) > 1 else ""
         line = _last_line(log)
         raise MemberFailed(f"member {member} failed (exit {code}): {line}{others}; see {log}", code)
