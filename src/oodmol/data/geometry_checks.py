@@ -114,6 +114,20 @@ class Problem:
         return f"{self.reason}: {self.detail}"
 
 
+def described(problems: list[Problem]) -> str:
+    """A molecule's problems in one line, each reason once with its first few details:
+    two fragments laid on top of each other put every atom's valence outside the table."""
+    details: dict[str, list[str]] = {}
+    for problem in problems:
+        details.setdefault(problem.reason, []).append(problem.detail)
+    parts = []
+    for reason, named in details.items():
+        more = len(named) - _SHOWN_PROBLEMS
+        parts.append(f"{reason}: {', '.join(named[:_SHOWN_PROBLEMS])}")
+        parts[-1] += f" and {more} more" if more > 0 else ""
+    return "; ".join(parts)
+
+
 def aligned_rmsd(a: np.ndarray, b: np.ndarray) -> float:
     """RMSD (in the coordinates' unit) between two conformations of the same atoms in the
     same order, after the rotation and translation that superpose them best (Kabsch)."""
@@ -238,7 +252,8 @@ def _graph_problems(
     def named(pairs) -> str:
         pairs = sorted(pairs)
         text = ", ".join(f"{symbol[i]}{i}-{symbol[j]}{j}" for i, j in pairs[:_SHOWN_PROBLEMS])
-        return text + (f" and {len(pairs) - _SHOWN_PROBLEMS} more" if len(pairs) > 3 else "")
+        more = len(pairs) - _SHOWN_PROBLEMS
+        return text + (f" and {more} more" if more > 0 else "")
 
     problems = []
     broken = set(expected) - found
@@ -455,7 +470,7 @@ def _check_all(store, table, geometry, progress, n_jobs) -> GeometryReport:
             outcome = ([Problem(NO_GEOMETRY, f"the check failed: {outcome.reason}")], None)
         problems, change = outcome
         if problems:
-            report.failed[mol_id] = "; ".join(str(p) for p in problems)
+            report.failed[mol_id] = described(problems)
             reasons.update({p.reason for p in problems})
         if change is not None:
             report.changes[mol_id] = change

@@ -21,6 +21,7 @@ from oodmol.data.geometry_checks import (
     aligned_rmsd,
     check_geometry,
     check_store,
+    described,
     valence_problems,
 )
 from oodmol.data.store import FeatureStore
@@ -53,6 +54,20 @@ def conformer(smiles: str) -> tuple[str, np.ndarray, np.ndarray]:
 )
 def test_a_good_geometry_passes_charged_and_aromatic_ones_too(smiles: str) -> None:
     assert check_geometry(*conformer(smiles)) == []
+
+
+def test_fragments_laid_on_top_of_each_other_are_named_in_one_short_line() -> None:
+    """ETKDG can place the two copies of a co-crystal at one spot: every bond across them
+    is formed and every atom's valence is outside the table, which the report names once
+    per reason, its first few details and how many more."""
+    smiles, z, pos = conformer("CCO.CCO")
+    first, second = Chem.GetMolFrags(Chem.AddHs(Chem.MolFromSmiles(smiles)))
+    assert [z[i] for i in first] == [z[i] for i in second]
+    pos[list(second)] = pos[list(first)]
+    problems = check_geometry(smiles, z, pos)
+    line = described(problems)
+    assert line.count(BOND_FORMED) == 1 and line.count(VALENCE) == 1, line
+    assert len(problems) > 10 and " more" in line and len(line) < 400, line
 
 
 def test_fractured_molecule_fails_naming_the_broken_bond() -> None:

@@ -29,6 +29,7 @@ FAR_ABOVE = 2.0  # an estimate this many times the peak would refuse runs that f
 # the next (GeoFormer's estimate/peak: 1.09 to 1.70 over six runs of
 # `python -m bench.memory_planner --models geoformer` on one machine, 2.6 once on another)
 FAR_ABOVE_FOR = {"3D dense pairs": 3.0}
+MEASUREMENTS = 3
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +62,14 @@ def outside(family: str, results: list[dict]) -> list[str]:
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_the_estimate_is_at_or_a_little_above_the_measured_peak(family: str, data_dir: Path):
-    """Measured again once before failing: the resident size is the machine's count, and
-    work outside the step moves it now and then (the MLP's estimate, 2.1 times its peak
-    in three runs here, was 9.5 times once, in a process beside two busy ones)."""
-    first = outside(family, measured(family, data_dir))
-    if first:
-        again = outside(family, measured(family, data_dir))
-        assert not again, f"first {first}, then {again}"
+    """Measured up to MEASUREMENTS times before failing: the resident size is the
+    machine's count, and work outside the step moves it now and then (the MLP's estimate,
+    2.1 times its peak in three runs here, was 9.5 times once and 3.1 then 9.8 times in
+    two runs in a row, in a process beside a busy one)."""
+    misses = []
+    for _ in range(MEASUREMENTS):
+        missed = outside(family, measured(family, data_dir))
+        if not missed:
+            return
+        misses.append(missed)
+    pytest.fail(f"{MEASUREMENTS} measurements, each outside: {misses}")
