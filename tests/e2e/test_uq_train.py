@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -177,6 +179,42 @@ def test_a_member_that_fails_side_by_side_ends_the_run_with_its_own_line(train: 
     assert done.returncode == 2, done.stderr[-2000:]
     assert last.startswith("[oodmol train] member 0 failed (exit 2): [oodmol train]"), last
     assert "nope" in last and "see " in last and "Traceback" not in done.stderr
+
+
+def test_a_stopped_side_by_side_run_goes_on_from_each_members_last_checkpoint(train: Train):
+    """SIGTERM to a run whose members train side by side reaches both: each saves its
+    last checkpoint, the run ends with one line and 143, and the same command with
+    resume=true goes on from both checkpoints to the end."""
+    root = train.root  # type: ignore[attr-defined]
+    out = root / "stopped"
+    quick = [o for o in FAST if not o.startswith(("threads=", "model.max_epochs="))]
+    command = [
+        sys.executable, "train.py", *CSV_TASK, f"task.path={root / 'tiny.csv'}",
+        f"paths.data_dir={root / 'data'}", *quick, "model.max_epochs=60", "uq=ensemble",
+        "uq.members=2", "uq.parallel=2", "threads=2", f"hydra.run.dir={out}",
+    ]  # fmt: skip
+    members = [out / "members" / str(k) for k in (0, 1)]
+    run = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not all((m / "checkpoints" / "last.ckpt").is_file() for m in members):
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-2000:]
+        time.sleep(0.1)
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=600)
+    last = err.decode().strip().splitlines()[-1]
+    assert run.returncode == 143, err[-2000:]
+    assert "interrupted by SIGTERM while training 2 members side by side" in last, last
+    assert "Traceback" not in err.decode()
+    assert not any((m / "metrics.json").exists() for m in members)
+
+    resumed = subprocess.run(
+        [*command, "resume=true"], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    for member in members:
+        training = json.loads((member / "metrics.json").read_text())["training"]
+        assert training["resumed"] and training["attempts"] == 2, training
+        assert training["resumes"][-1]["resumed_from"].endswith("last.ckpt"), training
 
 
 def test_bootstrap_members_train_on_different_resamples(train: Train):
