@@ -20,8 +20,8 @@ descriptor baselines). Seeds are averaged (the regressors are deterministic: one
   regressor given by `--similarity-regressor` (default krr_rbf).
 - `benchml-answers.csv`: per task, the best representation × regressor out of
   distribution, the best of each representation, the random forest and the MLP (where
-  the folder has them) and, given `--boom-tables` (the paper's tables as CSV: Table 7
-  and Table 9), BOOM's best deep model.
+  the folder has them) and, given BOOM's published RMSEs (Tables 7 and 9), BOOM's best
+  deep model.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ SINGLE_MODEL = ("none", "native")
 SIMILARITY_REGRESSOR = "krr_rbf"
 # BOOM's models that learn from RDKit descriptors (Table 7 labels them "SMILES")
 BOOM_DESCRIPTOR_MODELS = ("Random Forest", "MLP")
-BOOM_TABLES = {"table7_rmse.csv": "rmse", "table9_lipophilicity_rmse.csv": "rmse"}
 
 
 def benchml_rows(runs: list[Run]) -> pd.DataFrame:
@@ -380,17 +379,10 @@ def similarity_figure(similarity: pd.DataFrame) -> Figure:
     return figure
 
 
-def boom_best_deep(tables: Path) -> pd.DataFrame:
+def boom_best_deep(paper: pd.DataFrame) -> pd.DataFrame:
     """BOOM's best model that is not a descriptor model, per task, by its published OOD
-    RMSE (Table 7; Lipophilicity: Table 9), with the descriptor models' OOD RMSE."""
-    frames = []
-    for name in BOOM_TABLES:
-        path = tables / name
-        if not path.is_file():
-            raise InputError(f"{path}: no such file (--boom-tables: a folder of BOOM's tables)")
-        frame = pd.read_csv(path)
-        frames.append(frame[["model", "set", "task", "rmse"]])
-    paper = pd.concat(frames)
+    RMSE (`paper`: model, task, set, rmse rows of Tables 7 and 9), with the descriptor
+    models' OOD RMSE."""
     ood = paper[(paper["set"] == "OOD") & paper["rmse"].notna()]
     out = []
     for task, group in ood.groupby("task", sort=True):
@@ -464,11 +456,11 @@ def _representation_order(name: str) -> tuple:
 def write_benchml(
     runs: list[Run],
     out: Path,
-    boom_tables: Path | None = None,
+    boom: pd.DataFrame | None = None,
     similarity_regressor: str = SIMILARITY_REGRESSOR,
 ) -> tuple[list[Path], pd.DataFrame]:
     """Every figure and table of the module docstring into `out`; the paths written and
-    the answers table."""
+    the answers table; `boom`: BOOM's published RMSEs (`boom_best_deep`)."""
     rows = benchml_rows(runs)
     table = rmse_table(rows)
     paths = write_outputs(table, rmse_figure(table), out, "benchml-rmse")
@@ -486,8 +478,7 @@ def write_benchml(
     similarity = error_correlation(rows, similarity_regressor)
     if not similarity.empty:
         paths += write_outputs(similarity, similarity_figure(similarity), out, "benchml-similarity")
-    boom = boom_best_deep(boom_tables) if boom_tables is not None else None
-    answered = answers(table, slopes, boom)
+    answered = answers(table, slopes, boom_best_deep(boom) if boom is not None else None)
     answers_path = out / "benchml-answers.csv"
     answered.to_csv(answers_path, index=False)
     return [*paths, answers_path], answered

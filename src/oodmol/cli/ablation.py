@@ -32,6 +32,7 @@ from oodmol.ablation.transfer import data_correlation, transfer_figure, transfer
 from oodmol.ablation.transfer_runs import plan, run_study
 from oodmol.cli.entry import ToolParser, entry_point
 from oodmol.plotting import write_outputs
+from oodmol.report.boom_reference import published_rmse
 
 QM9 = "alpha,cv,gap,homo,lumo,mu,r2,zpve"
 
@@ -135,19 +136,13 @@ def benchml(argv: list[str]) -> int:
     """`oodmol ablation benchml`: BenchML's representations × regressors."""
     parser = _figure_parser("benchml", "BenchML's figures of a folder of runs")
     parser.add_argument(
-        "--boom-tables",
-        type=Path,
-        default=None,
-        help="BOOM's published tables as CSV (table7_rmse.csv, table9_lipophilicity_rmse.csv)",
-    )
-    parser.add_argument(
         "--similarity-regressor",
         default=SIMILARITY_REGRESSOR,
         help=f"the regressor whose OOD errors are correlated (default {SIMILARITY_REGRESSOR})",
     )
     args = parser.parse_args(argv)
     runs = _runs(args.runs)
-    paths, answered = write_benchml(runs, args.out, args.boom_tables, args.similarity_regressor)
+    paths, answered = write_benchml(runs, args.out, published_rmse(), args.similarity_regressor)
     for path in paths:
         print(path)
     print(answered.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

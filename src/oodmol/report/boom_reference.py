@@ -60,6 +60,13 @@ def boom_paper() -> BoomPaper:
     )
 
 
+def published_rmse() -> pd.DataFrame:
+    """Every RMSE of Tables 7 and 9: model (the paper's name), task, set, rmse."""
+    tables = boom_paper().tables
+    rows = [tables[name][["paper_model", "task", "set", "rmse"]] for name in ("table7", "table9")]
+    return pd.concat(rows, ignore_index=True).rename(columns={"paper_model": "model"})
+
+
 def paper_cells() -> pd.DataFrame:
     """One row per model, task, metric and set: columns model, task, metric, set, mean,
     std (NaN where the paper gives none), table (where the number was printed)."""
