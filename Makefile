@@ -35,10 +35,11 @@ train: install
 # naming files without such tests) is not a failure.
 TEST_WORKERS ?= 2
 
-# $(call suite,MARKS): the tests MARKS selects (empty: all), in the two passes above
+# $(call suite,MARKS): the tests MARKS selects (empty: all), in the two passes above; the
+# first names its slowest tests, where the suite's time goes
 define suite
 	@status=0; \
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "$(1) not alone" $(ARGS) || \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "$(1) not alone" $(ARGS) || \
 		{ code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
 	$(PY) -m pytest -q -n 0 -m "$(1) alone" $(ARGS) || \
 		{ code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
