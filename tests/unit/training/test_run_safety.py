@@ -136,10 +136,11 @@ def test_configured_plugins_are_kept_and_a_second_checkpoint_writer_refused() ->
         run_plugins(TorchCheckpointIO())
 
 
-def test_csv_log_is_replaced_whole_at_every_save(
+def test_csv_log_with_a_new_column_is_replaced_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A log that a resumed run reads back is never left with half a row."""
+    """A save that adds a column rewrites the log atomically: a failed one leaves it
+    as it was."""
     logger = CSVLogger(tmp_path, name="csv", version="")
     logger.resume_at(None)
     logger.log_metrics({"train_loss": 1.0}, step=0)
@@ -152,6 +153,35 @@ def test_csv_log_is_replaced_whole_at_every_save(
         logger.save()
     assert log_file.read_bytes() == before
     assert leftovers(log_file.parent) == []
+
+
+def test_csv_log_appended_save_by_save_is_the_log_written_whole(tmp_path: Path) -> None:
+    logger = CSVLogger(tmp_path, name="csv", version="")
+    logger.resume_at(None)
+    rows = [{"train_loss": 1.0 / (k + 1)} for k in range(5)]
+    for step, row in enumerate(rows):
+        logger.log_metrics(row, step=step)
+        if step == 2:
+            logger.log_metrics({"val_loss": 0.3}, step=step)  # a column appears
+        logger.save()
+    expected = ["step,train_loss,val_loss", "0,1.0,", "1,0.5,", "2,0.3333333333333333,"]
+    expected += ["2,,0.3", "3,0.25,", "4,0.2,"]
+    assert (tmp_path / "csv" / "metrics.csv").read_text().splitlines() == expected
+
+
+def test_a_resumed_csv_log_drops_the_row_a_kill_cut(tmp_path: Path) -> None:
+    """An append cut in the middle of a row (here `4,0.0625` cut to `4,0.`, which would
+    read as a loss of 0) is read back up to its last complete line."""
+    log_file = tmp_path / "csv" / "metrics.csv"
+    log_file.parent.mkdir()
+    log_file.write_text("step,train_loss\n0,1.0\n1,0.5\n2,0.25\n3,0.125\n4,0.")
+    logger = CSVLogger(tmp_path, name="csv", version="")
+    logger.resume_at(5)
+    logger.log_metrics({"train_loss": 0.1}, step=5)
+    logger.save()
+    assert log_file.read_text().splitlines() == [
+        "step,train_loss", "0,1.0", "1,0.5", "2,0.25", "3,0.125", "5,0.1",
+    ]  # fmt: skip
 
 
 def test_metrics_json_comes_after_the_files_it_vouches_for(
