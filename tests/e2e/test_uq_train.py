@@ -187,11 +187,13 @@ def test_a_stopped_side_by_side_run_goes_on_from_each_members_last_checkpoint(tr
     resume=true goes on from both checkpoints to the end."""
     root = train.root  # type: ignore[attr-defined]
     out = root / "stopped"
-    quick = [o for o in FAST if not o.startswith(("threads=", "model.max_epochs="))]
+    # batches of one: epochs long enough that neither member ends before the signal
+    own = ("threads=", "model.max_epochs=", "model.batch_size=")
+    quick = [o for o in FAST if not o.startswith(own)]
     command = [
         sys.executable, "train.py", *CSV_TASK, f"task.path={root / 'tiny.csv'}",
-        f"paths.data_dir={root / 'data'}", *quick, "model.max_epochs=60", "uq=ensemble",
-        "uq.members=2", "uq.parallel=2", "threads=2", f"hydra.run.dir={out}",
+        f"paths.data_dir={root / 'data'}", *quick, "model.max_epochs=20", "model.batch_size=1",
+        "uq=ensemble", "uq.members=2", "uq.parallel=2", "threads=2", f"hydra.run.dir={out}",
     ]  # fmt: skip
     members = [out / "members" / str(k) for k in (0, 1)]
     run = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
