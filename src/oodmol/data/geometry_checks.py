@@ -120,12 +120,13 @@ def described(problems: list[Problem]) -> str:
     details: dict[str, list[str]] = {}
     for problem in problems:
         details.setdefault(problem.reason, []).append(problem.detail)
-    parts = []
-    for reason, named in details.items():
-        more = len(named) - _SHOWN_PROBLEMS
-        parts.append(f"{reason}: {', '.join(named[:_SHOWN_PROBLEMS])}")
-        parts[-1] += f" and {more} more" if more > 0 else ""
-    return "; ".join(parts)
+    return "; ".join(f"{reason}: {_first_few(named)}" for reason, named in details.items())
+
+
+def _first_few(named: list[str]) -> str:
+    """The first `_SHOWN_PROBLEMS` of `named`, and how many more there are."""
+    more = len(named) - _SHOWN_PROBLEMS
+    return ", ".join(named[:_SHOWN_PROBLEMS]) + (f" and {more} more" if more > 0 else "")
 
 
 def aligned_rmsd(a: np.ndarray, b: np.ndarray) -> float:
@@ -250,10 +251,7 @@ def _graph_problems(
     symbol = [a.GetSymbol() for a in mol.GetAtoms()]
 
     def named(pairs) -> str:
-        pairs = sorted(pairs)
-        text = ", ".join(f"{symbol[i]}{i}-{symbol[j]}{j}" for i, j in pairs[:_SHOWN_PROBLEMS])
-        more = len(pairs) - _SHOWN_PROBLEMS
-        return text + (f" and {more} more" if more > 0 else "")
+        return _first_few([f"{symbol[i]}{i}-{symbol[j]}{j}" for i, j in sorted(pairs)])
 
     problems = []
     broken = set(expected) - found
