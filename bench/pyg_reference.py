@@ -16,9 +16,9 @@ both sides search with `oodmol.models.neighbors.radius_graph` (the tests give Py
 same); that search is timed apart and printed for both. Our last Linear(s) (the shared
 head) become PyG's output Linear(s), and PyG's readout sums or averages as the task does
 (DimeNet++'s always sums). DimeNet++'s reference is our module itself run through PyG's
-`DimeNetPlusPlus.forward` with its output Linears put back: our class is PyG's, so this
-spares a second constructor, which derives the spherical basis with sympy (about 40 s
-at the configured 7 × 6 functions, in every DimeNet++ process of this bench).
+`DimeNetPlusPlus.forward`, with its output Linears put back and PyG's sympy-derived
+`SphericalBasisLayer` in place of our numerical basis (its constructor takes about
+20–40 s at the configured 7 × 6 functions, in PyG's processes of this bench).
 
 Rates (molecules per second) and step times are per CPU second of the process
 (`time.process_time`): on a shared machine the wall clock also counts other processes'
@@ -84,6 +84,10 @@ def pyg_dimenetpp(ours, mean: bool) -> tuple[torch.nn.Module, Callable]:
     for block, part in zip(model.output_blocks, weight.split(width, dim=1), strict=True):
         block.lin = torch.nn.Linear(width, 1, bias=False)
         block.lin.weight.data.copy_(part)
+    basis = model.sbf
+    model.sbf = dimenet.SphericalBasisLayer(
+        basis.num_spherical, basis.num_radial, basis.cutoff, basis.envelope.p - 1
+    )
     pyg_forward = dimenet.DimeNetPlusPlus.forward
     return model, lambda b: pyg_forward(model, b.z, b.pos, b.molecule).squeeze(-1)
 

@@ -1,9 +1,9 @@
 """DimeNet++ (Gasteiger et al., "Fast and Uncertainty-Aware Directional Message Passing
 for Non-Equilibrium Molecules", 2020), PyTorch Geometric's model.
 
-PyG's `DimeNetPlusPlus` supplies every layer and parameter (its state-dict keys, less
-the output Linears, see below): Bessel radial and spherical (angle) bases with the
-polynomial envelope, the embedding block, `num_blocks` interaction blocks that pass
+PyG's DimeNet++ blocks supply every layer and parameter (`DimeNetPlusPlus`'s state-dict
+keys, less the output Linears, see below): the Bessel radial basis with the polynomial
+envelope, the embedding block, `num_blocks` interaction blocks that pass
 directional messages over edge triplets k → j → i, and `num_blocks + 1` output blocks.
 The forward is ours, the same function in fewer operations (tests check it against
 PyG's forward, outputs and gradients, in float64):
@@ -18,7 +18,11 @@ PyG's forward, outputs and gradients, in float64):
   (indexing's backward is a sorting `index_put_` on CPU), and SiLU as one op (PyG's
   swish is x · sigmoid(x)).
 
-Besides, for two reasons:
+Besides, for three reasons:
+
+- the spherical (angle) basis is computed numerically
+  (`oodmol.models.blocks.spherical_basis`): PyG derives it with sympy, about 20 s per
+  process at 7 × 6 functions;
 
 - neighbours come from `oodmol.models.neighbors.radius_graph` (PyG calls torch-cluster's),
   and the triplets from `triplets` below, in pure torch (PyG's `triplets` needs
@@ -39,8 +43,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn.models import dimenet
+from torch_geometric.nn.resolver import activation_resolver
 
 from oodmol.data.batches import PointCloudBatch
+from oodmol.models.blocks.spherical_basis import SphericalBasis
 from oodmol.models.neighbors import radius_graph
 
 
@@ -69,9 +75,11 @@ def triplets(
     return idx_kj, idx_ji, source[idx_kj], target[idx_ji]
 
 
-class DimeNetPP(dimenet.DimeNetPlusPlus):
-    """PyG's DimeNet++ with pure-torch neighbours and triplets; returns `(h, segment)`,
-    the output blocks' per-atom vectors side by side, for the shared readout and head."""
+class DimeNetPP(nn.Module):
+    """PyG's DimeNet++ layers with pure-torch neighbours and triplets and a numerical
+    spherical basis; returns `(h, segment)`, the output blocks' per-atom vectors side by
+    side, for the shared readout and head. The state dict is `DimeNetPlusPlus`'s, less
+    the output blocks' final Linears."""
 
     def __init__(
         self,
@@ -89,28 +97,45 @@ class DimeNetPP(dimenet.DimeNetPlusPlus):
         num_after_skip: int = 2,
         num_output_layers: int = 3,
     ) -> None:
-        super().__init__(
-            hidden_channels=hidden_channels,
-            out_channels=1,
-            num_blocks=num_blocks,
-            int_emb_size=int_emb_size,
-            basis_emb_size=basis_emb_size,
-            out_emb_channels=out_emb_channels,
-            num_spherical=num_spherical,
-            num_radial=num_radial,
-            cutoff=cutoff,
-            max_num_neighbors=max_neighbors,
-            envelope_exponent=envelope_exponent,
-            num_before_skip=num_before_skip,
-            num_after_skip=num_after_skip,
-            num_output_layers=num_output_layers,
+        super().__init__()
+        act = activation_resolver("swish")
+        self.cutoff, self.max_num_neighbors = cutoff, max_neighbors
+        self.rbf = dimenet.BesselBasisLayer(num_radial, cutoff, envelope_exponent)
+        self.sbf = SphericalBasis(num_spherical, num_radial, cutoff, envelope_exponent)
+        self.emb = dimenet.EmbeddingBlock(num_radial, hidden_channels, act)
+        self.output_blocks = nn.ModuleList(
+            dimenet.OutputPPBlock(
+                num_radial, hidden_channels, out_emb_channels, 1, num_output_layers, act
+            )
+            for _ in range(num_blocks + 1)
+        )
+        self.interaction_blocks = nn.ModuleList(
+            dimenet.InteractionPPBlock(
+                hidden_channels,
+                int_emb_size,
+                basis_emb_size,
+                num_spherical,
+                num_radial,
+                num_before_skip,
+                num_after_skip,
+                act,
+            )
+            for _ in range(num_blocks)
         )
         for block in self.output_blocks:
             # the final Linear moves to the shared head; with no initializer named,
-            # PyG's `reset_parameters` skips it and still works
+            # PyG's `reset_parameters` skips it
             block.lin = nn.Identity()
             block.output_initializer = None
+        self.reset_parameters()
         self.out_dim = (num_blocks + 1) * out_emb_channels
+
+    def reset_parameters(self) -> None:
+        """PyG's initialisation, in its order."""
+        self.rbf.reset_parameters()
+        self.emb.reset_parameters()
+        for block in [*self.output_blocks, *self.interaction_blocks]:
+            block.reset_parameters()
 
     def forward(self, batch: PointCloudBatch) -> tuple[torch.Tensor, torch.Tensor]:
         z, pos, segment = batch.z, batch.pos, batch.molecule
