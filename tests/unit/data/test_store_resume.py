@@ -52,7 +52,12 @@ class SlowFeaturizer(Featurizer):
 
 
 def calls(log_dir: Path) -> list[str]:
-    return [line for p in sorted(log_dir.glob("*.log")) for line in p.read_text().splitlines()]
+    return [line for lines in calls_per_process(log_dir).values() for line in lines]
+
+
+def calls_per_process(log_dir: Path) -> dict[str, list[str]]:
+    """Each process's calls, by its log's name (its pid)."""
+    return {p.name: p.read_text().splitlines() for p in sorted(log_dir.glob("*.log"))}
 
 
 def build(featurizer: Featurizer, cache: Path, n_jobs: int = 1) -> FeatureStore:
@@ -249,13 +254,15 @@ def test_a_stopped_conformer_build_keeps_what_it_finished(tmp_path, often, monke
     (journal,) = cache.glob("*.journal")
     finished = store_module.Journal(journal, journal_key(cache)).read()
     assert 3 <= len(finished) < len(CONFORMER_SMILES), "the build was not stopped part-way"
-    before = len(calls(log))
+    before = calls_per_process(log)
 
     resumed = FeatureStore.build_or_open(
         LoggedGraph3D(str(log)), conformer_table(), cache, n_jobs=1, progress=False
     )
 
-    redone = calls(log)[before:]
+    # per process: pids sort as text, so a new process's log may come before the child's
+    after = calls_per_process(log)
+    redone = [s for name, lines in after.items() for s in lines[len(before.get(name, [])) :]]
     assert sorted(redone) == sorted(s for i, s in enumerate(CONFORMER_SMILES) if i not in finished)
     assert resumed.path.name == full.path.name  # the graph3d cache's own key
     for mol_id in range(len(CONFORMER_SMILES)):
