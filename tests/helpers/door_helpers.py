@@ -15,6 +15,7 @@ fresh-interpreter runs.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
@@ -54,10 +55,12 @@ class Outcome:
 
 
 class Doors:
-    """One zygote, serving calls from any number of threads side by side (`run`)."""
+    """One zygote, serving calls from any number of threads side by side (`run`). `env`:
+    what every call's environment holds beside its own; None: each call brings its
+    whole environment (`shared_doors`)."""
 
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = env or {}
         self.lock = threading.Lock()  # one writer of requests at a time
         self.numbers = itertools.count()
         self.waiting: dict[int, Future] = {}
@@ -67,7 +70,7 @@ class Doors:
             stdout=subprocess.PIPE,
             text=True,
             cwd=REPO,
-            env=env,
+            env=env if env is not None else dict(os.environ),
         )
         self.reader = threading.Thread(target=self._read_replies, daemon=True)
         self.reader.start()
@@ -119,6 +122,21 @@ class Doors:
         self.process.stdin.close()
         self.process.wait(timeout=30)
         self.reader.join(timeout=30)
+
+
+_shared: list[Doors] = []  # this process's zygote, once started
+_shared_lock = threading.Lock()
+
+
+def shared_doors() -> Doors:
+    """The zygote of this process (a pytest worker), started at its first call and shared
+    by every test module the worker runs: a zygote's imports cost ~10 CPU-seconds. Each
+    call brings its whole environment, so modules do not see each other's settings."""
+    with _shared_lock:
+        if not _shared or _shared[0].process.poll() is not None:
+            _shared[:] = [Doors()]
+            atexit.register(_shared[0].close)
+        return _shared[0]
 
 
 def real_process(

@@ -1,9 +1,9 @@
 """Helpers for the end-to-end tests that run the real command lines (train.py,
 evaluate.py, python -m ...) on a tiny user CSV task.
 
-Every CLI call is a process of its own in the repository root: a fork of a zygote that
-imported oodmol's entry points once (`door_helpers.Doors`: a call then costs its work, not
-the seconds of imports), or a fresh interpreter where the call brings an environment of
+Every CLI call is a process of its own in the repository root: a fork of the test
+process's zygote, which imported oodmol's entry points once for every module
+(`door_helpers.shared_doors`: a call then costs its work, not the seconds of imports), or a fresh interpreter where the call brings an environment of
 its own. Independent calls of a test module run side by side in a small thread pool.
 """
 
@@ -13,7 +13,6 @@ import itertools
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from door_helpers import Doors
+from door_helpers import shared_doors
 from paths import REPO
 
 # A small neural model and a small forest; Morgan bits instead of the slower RDKit
@@ -120,11 +119,9 @@ class TinyTask:
     pool: ThreadPoolExecutor = field(repr=False)
     jobs: dict[str, Future] = field(default_factory=dict, repr=False)
     notes: dict = field(default_factory=dict, repr=False)  # what tests share (split, files)
-    # calls fork from a zygote (`door_helpers.Doors`) where they can; False: every call
-    # is a fresh interpreter (a module that measures a process's memory)
+    # calls fork from the process's zygote (`door_helpers.shared_doors`) where they can;
+    # False: every call is a fresh interpreter (a module that measures a process's memory)
     forked: bool = True
-    zygote: Doors | None = field(default=None, repr=False)
-    zygote_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def create(cls, root: Path, workers: int | None = None, forked: bool = True) -> TinyTask:
@@ -164,7 +161,7 @@ class TinyTask:
         forkable = self.forked and not any(k.startswith(STARTUP_VARIABLES) for k in env or {})
         argv = _zygote_argv(command) if forkable else None
         if argv is not None:
-            done = self._zygote().run(argv, env=env, timeout=timeout)
+            done = shared_doors().run(argv, env={**self.env, **(env or {})}, timeout=timeout)
             returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
         else:
             proc = subprocess.run(
@@ -178,12 +175,6 @@ class TinyTask:
             returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
         seconds = time.monotonic() - started
         return Result(args, returncode, stdout, stderr, seconds, started)
-
-    def _zygote(self) -> Doors:
-        with self.zygote_lock:
-            if self.zygote is None:
-                self.zygote = Doors(self.env)
-            return self.zygote
 
     def submit(self, name: str, command: Sequence[str] | Callable[[], Result], **kw) -> None:
         """Start a CLI call (or a callable returning a Result) in the background."""
@@ -210,8 +201,6 @@ class TinyTask:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
-        if self.zygote is not None:
-            self.zygote.close()
         if os.environ.get("OODMOL_E2E_TIMES"):  # where the module's wall time went
             done = {k: f.result() for k, f in self.jobs.items() if f.done() and not f.exception()}
             done = {k: r for k, r in done.items() if isinstance(r, Result)}  # not a pair of runs
