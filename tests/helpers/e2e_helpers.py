@@ -3,8 +3,9 @@ evaluate.py, python -m ...) on a tiny user CSV task.
 
 Every CLI call is a process of its own in the repository root: a fork of the test
 process's zygote, which imported oodmol's entry points once for every module
-(`door_helpers.shared_doors`: a call then costs its work, not the seconds of imports), or a fresh interpreter where the call brings an environment of
-its own. Independent calls of a test module run side by side in a small thread pool.
+(`door_helpers.shared_doors`: a call then costs its work, not the seconds of imports),
+or a fresh interpreter where the call brings an environment of its own. Independent
+calls of a test module run side by side in a small thread pool.
 """
 
 from __future__ import annotations
