@@ -15,10 +15,10 @@ search needs torch-cluster (and DimeNet++'s triplets torch-sparse), absent here,
 both sides search with `oodmol.models.neighbors.radius_graph` (the tests give PyG the
 same); that search is timed apart and printed for both. Our last Linear(s) (the shared
 head) become PyG's output Linear(s), and PyG's readout sums or averages as the task does
-(DimeNet++'s always sums). DimeNet++'s reference is our module itself run through PyG's
-`DimeNetPlusPlus.forward`, with its output Linears put back and PyG's sympy-derived
-`SphericalBasisLayer` in place of our numerical basis (its constructor takes about
-20–40 s at the configured 7 × 6 functions, in PyG's processes of this bench).
+(DimeNet++'s always sums, through its output blocks' own Linears). DimeNet++'s
+reference derives its spherical basis with sympy in the constructor (about 20–40 s at the
+configured 7 × 6 functions, in PyG's processes of this bench; ours computes it
+numerically).
 
 Rates (molecules per second) and step times are per CPU second of the process
 (`time.process_time`): on a shared machine the wall clock also counts other processes'
@@ -78,18 +78,29 @@ def pyg_dimenetpp(ours, mean: bool) -> tuple[torch.nn.Module, Callable]:
         pos, batch, r, max_num_neighbors
     )
     dimenet.triplets = pyg_triplets
-    model = ours.backbone
-    weight = ours.head.net[0].weight.detach()
-    width = weight.shape[1] // len(model.output_blocks)
-    for block, part in zip(model.output_blocks, weight.split(width, dim=1), strict=True):
-        block.lin = torch.nn.Linear(width, 1, bias=False)
-        block.lin.weight.data.copy_(part)
-    basis = model.sbf
-    model.sbf = dimenet.SphericalBasisLayer(
-        basis.num_spherical, basis.num_radial, basis.cutoff, basis.envelope.p - 1
+    backbone = ours.backbone
+    interaction, output = backbone.interaction_blocks[0], backbone.output_blocks[0]
+    model = dimenet.DimeNetPlusPlus(
+        hidden_channels=backbone.emb.emb.embedding_dim,
+        out_channels=1,
+        num_blocks=len(backbone.interaction_blocks),
+        int_emb_size=interaction.lin_down.out_features,
+        basis_emb_size=interaction.lin_rbf1.out_features,
+        out_emb_channels=output.lin_up.out_features,
+        num_spherical=backbone.sbf.num_spherical,
+        num_radial=backbone.sbf.num_radial,
+        cutoff=backbone.cutoff,
+        max_num_neighbors=backbone.max_num_neighbors,
+        envelope_exponent=backbone.sbf.envelope.p - 1,
+        num_before_skip=len(interaction.layers_before_skip),
+        num_after_skip=len(interaction.layers_after_skip),
+        num_output_layers=len(output.lins),
     )
-    pyg_forward = dimenet.DimeNetPlusPlus.forward
-    return model, lambda b: pyg_forward(model, b.z, b.pos, b.molecule).squeeze(-1)
+    weight = ours.head.net[0].weight.detach()
+    width = weight.shape[1] // len(backbone.output_blocks)
+    finals = {f"output_blocks.{b}.lin.weight": w for b, w in enumerate(weight.split(width, dim=1))}
+    model.load_state_dict({**backbone.state_dict(), **finals})
+    return model, lambda b: model(b.z, b.pos, b.molecule).squeeze(-1)
 
 
 def pyg_visnet(ours, mean: bool) -> tuple[torch.nn.Module, Callable]:
