@@ -23,7 +23,6 @@ Besides, for three reasons:
 - the spherical (angle) basis is computed numerically
   (`oodmol.models.blocks.spherical_basis`): PyG derives it with sympy, about 20 s per
   process at 7 × 6 functions;
-
 - neighbours come from `oodmol.models.neighbors.radius_graph` (PyG calls torch-cluster's),
   and the triplets from `triplets` below, in pure torch (PyG's `triplets` needs
   torch-sparse, which has no fallback in PyG 2.8);

@@ -41,28 +41,35 @@ def spherical_bessel_zeros(orders: int, count: int) -> np.ndarray:
             ]
         )
         zeros[order] = brackets[:count]
-    zeros = zeros.astype(np.float32)
-    return zeros
+    return zeros.astype(np.float32)
 
 
-def spherical_bessel(order: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """j_l(z) for z > 0 and each element's order l (`order`, integers broadcast against
-    `z`): the power series below z = l, where the recurrence cancels, and the upward
-    recurrence from j_0 and j_1 above. Each branch sees only its own range, so neither
-    overflows and the gradient stays finite."""
-    order = order.to(z.dtype)
-    # j_l(z) = z^l Σ_k c_k (z²)^k, c_k = (−1/2)^k / (k! (2l + 2k + 1)!!), summed by Horner
-    double_factorial = torch.exp(
-        torch.lgamma(2 * order + 2) - torch.lgamma(order + 1) - order * math.log(2)
-    )
-    coefficients = [1.0 / double_factorial]
-    for k in range(1, SERIES_TERMS):
-        coefficients.append(coefficients[-1] * -0.5 / (k * (2 * order + 2 * k + 1)))
+def series_coefficients(orders: int) -> torch.Tensor:
+    """c_{k,l} of j_l(z) = z^l Σ_k c_{k,l} (z²)^k for l < `orders`: c_{0,l} = 1 / (2l + 1)!!,
+    c_{k,l} = c_{k-1,l} · (−1/2) / (k (2l + 2k + 1)); [SERIES_TERMS, orders, 1], float64."""
+    coefficients = np.zeros((SERIES_TERMS, orders, 1))
+    for order in range(orders):
+        coefficients[0, order] = 1.0 / math.prod(range(1, 2 * order + 2, 2))
+        for k in range(1, SERIES_TERMS):
+            coefficients[k, order] = (
+                coefficients[k - 1, order] * -0.5 / (k * (2 * order + 2 * k + 1))
+            )
+    return torch.from_numpy(coefficients)
+
+
+def spherical_bessel(z: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
+    """j_l(z) for z > 0, [..., orders, n]: the order l runs along the second-last axis
+    (`coefficients`: `series_coefficients(orders)`). The power series below z = l, where
+    the recurrence cancels, and the upward recurrence from j_0 and j_1 above; each branch
+    sees only its own range, so neither overflows and the gradient stays finite."""
+    orders = z.shape[-2]
+    order = torch.arange(orders, dtype=z.dtype, device=z.device)[:, None]
+    coefficients = coefficients.to(z.dtype)
     below = z < order
     small = torch.where(below, z, order)  # each branch's gradient on its own range only
     squared = small * small
     series = coefficients[-1].expand_as(small)
-    for coefficient in reversed(coefficients[:-1]):
+    for coefficient in coefficients[:-1].flip(0):  # Horner
         series = torch.addcmul(coefficient, series, squared)
     series = series * small**order
     large = torch.where(below, order, z)
@@ -70,7 +77,7 @@ def spherical_bessel(order: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     previous = torch.sin(large) * inverse
     current = (previous - torch.cos(large)) * inverse
     recurrence = torch.where(order == 0, previous, current)
-    for n in range(1, int(order.max()) if order.numel() else 0):
+    for n in range(1, orders - 1):
         previous, current = current, (2 * n + 1) * inverse * current - previous
         recurrence = torch.where(order == n + 1, current, recurrence)
     return torch.where(below, series, recurrence)
@@ -100,19 +107,22 @@ class SphericalBasis(nn.Module):
         self.envelope = Envelope(envelope_exponent)
         zeros = spherical_bessel_zeros(num_spherical, num_radial)
         # ∫₀¹ j_l(z x)² x² dx = j_{l+1}(z)² / 2 at a zero z of j_l
-        orders = np.arange(1, num_spherical + 1)[:, None]
-        norms = 1.0 / np.sqrt(0.5 * special.spherical_jn(orders, zeros.astype(np.float64)) ** 2)
+        next_orders = np.arange(1, num_spherical + 1)[:, None]
+        norms = 1.0 / np.sqrt(
+            0.5 * special.spherical_jn(next_orders, zeros.astype(np.float64)) ** 2
+        )
         dtype = torch.get_default_dtype()
         self.register_buffer("zeros", torch.tensor(zeros, dtype=dtype), persistent=False)
         self.register_buffer("norms", torch.tensor(norms, dtype=dtype), persistent=False)
-        self.register_buffer("orders", torch.arange(num_spherical)[:, None], persistent=False)
+        # float64, cast to the input's precision where used
+        self.register_buffer("coefficients", series_coefficients(num_spherical), persistent=False)
 
     def forward(
         self, dist: torch.Tensor, angle: torch.Tensor, idx_kj: torch.Tensor
     ) -> torch.Tensor:
         x = dist / self.cutoff
         z = x[:, None, None] * self.zeros  # [edges, l, n]
-        radial = spherical_bessel(self.orders, z)
+        radial = spherical_bessel(z, self.coefficients)
         radial = self.envelope(x)[:, None, None] * self.norms * radial
         angular = zonal_harmonics(self.num_spherical, angle)  # [triplets, l]
         return (radial[idx_kj] * angular[..., None]).flatten(1)
