@@ -18,13 +18,14 @@ DELTA = ["baseline=physics", "++task.physics_estimate=log_p"]
 
 
 def predicts_as_the_run_did(tiny: TinyTask, run, name: str, count: int, rtol: float) -> None:
-    """`oodmol predict` from the run's last checkpoint on `count` of its OOD molecules
-    gives the predictions the run wrote."""
+    """`oodmol predict` from the checkpoint the run tested (its best or its last epoch's)
+    on `count` of its OOD molecules gives the predictions the run wrote."""
+    tested = json.loads((run / "metrics.json").read_text())["training"]["tested"]
     predictions = pd.read_csv(run / "predictions.csv")
     ood = predictions[predictions["set"] == "ood"].head(count)
     molecules, out = tiny.root / f"{name}.csv", tiny.root / f"{name}-predicted.csv"
     ood[["smiles"]].to_csv(molecules, index=False)
-    predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"]
+    predict = ["-m", "oodmol.cli", "predict", f"ckpt_path={run / 'checkpoints' / f'{tested}.ckpt'}"]
     tiny.run([*predict, f"input={molecules}", f"out={out}", "progress=false"]).ok()
     np.testing.assert_allclose(pd.read_csv(out)["y_pred"], ood["y_pred"], rtol=rtol)
 

@@ -18,6 +18,7 @@ from tblite.interface import Calculator
 from oodmol.data.baseline import LinearBaseline
 from oodmol.data.featurize.base import FeaturizationError, MolInput
 from oodmol.data.featurize.graph3d import Graph3D
+from oodmol.data.featurize.ionisation import log_d_shift
 from oodmol.data.featurize.physics import (
     BOHR,
     COLUMNS,
@@ -84,6 +85,15 @@ def test_xtb_and_d4_columns_are_theirs(smiles: str, geometries) -> None:
     assert ours["log_p"] == pytest.approx((water - octanol) * HARTREE_KCAL / 1.36424, rel=1e-3)
     d4 = DispersionModel(geometry["z"], geometry["pos"].astype(float) / BOHR).get_properties()
     assert ours["d4_alpha"] == pytest.approx(np.sum(d4["polarizabilities"]), rel=1e-6)
+
+
+def test_log_d_is_log_p_less_the_ionisation_shift_of_the_smiles() -> None:
+    """Ethylamine (pKa 10.6) is protonated at pH 7.4: its log D lies the rules' shift
+    below ALPB's log P."""
+    geometry = Graph3D(seed=0)(MolInput("CCN"))
+    ours = estimates("CCN", geometry)
+    assert ours["ionisation"] == log_d_shift(Chem.MolFromSmiles("CCN")) > 3.0
+    assert ours["log_d"] == pytest.approx(ours["log_p"] - ours["ionisation"], abs=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,9 @@ the SMILES and the geometry (`MolInput`), as every featuriser does.
   statistics, the atomisation energy against free xTB atoms and a heat-of-formation
   estimate from it (with the atoms' experimental gas-phase heats of formation), and ALPB
   solvation free energies in water and in octanol (kcal/mol), whose difference estimates
-  log P (Ehlert et al. 2021), both restarted from the gas-phase wavefunction. A task
+  log P (Ehlert et al. 2021), both restarted from the gas-phase wavefunction; and the
+  log D at pH 7.4 that the ionisable groups leave of it (`ionisation`: the shift from
+  group pKa rules, `oodmol.data.featurize.ionisation`). A task
   whose property needs no solvation (QM9's) leaves them out (`solvents`), saving two
   of the three SCFs: their columns are NaN then.
 - D4 (dftd4; Caldeweyher et al. 2019): the static polarisability (bohr³), the sum of
@@ -51,6 +53,7 @@ from threadpoolctl import ThreadpoolController
 
 from oodmol.data.featurize.base import FeaturizationError, Featurizer, MolInput
 from oodmol.data.featurize.graph3d import Graph3D
+from oodmol.data.featurize.ionisation import log_d_shift
 from oodmol.data.featurize.tight_binding import load_dftd4, load_tblite
 from oodmol.data.geometry_checks import atoms_in_geometry
 from oodmol.data.limits import seconds
@@ -63,7 +66,7 @@ FRAGMENT_GAP = 10.0  # Å between fragments (fragments_apart): beyond their inte
 COLUMNS = (
     "xtb_energy", "xtb_homo", "xtb_lumo", "xtb_gap", "xtb_dipole", "xtb_quadrupole",
     "charge_max", "charge_min", "charge_std", "charge_abs_sum",
-    "atomization", "hof", "g_solv_water", "g_solv_octanol", "log_p",
+    "atomization", "hof", "g_solv_water", "g_solv_octanol", "log_p", "ionisation", "log_d",
     "d4_alpha", "d4_c6", "zpve", "cv", "n_imaginary", "r2", "volume", "density", "mass",
     "n_atoms", "n_heavy",
 )  # fmt: skip
@@ -104,8 +107,9 @@ class PhysicsEstimates(Featurizer):
 
     name: ClassVar[str] = "physics"
     # 3: a molecule in another atom order than its SMILES's whose bond orders RDKit
-    # cannot perceive from the geometry is the SMILES's, mapped onto it, not refused
-    version: ClassVar[int] = 3
+    # cannot perceive from the geometry is the SMILES's, mapped onto it, not refused;
+    # 4: the ionisation shift at pH 7.4 and the log D it leaves of log P
+    version: ClassVar[int] = 4
     columns: ClassVar[tuple[str, ...]] = COLUMNS  # the names of `x`'s entries
 
     def __init__(
@@ -187,6 +191,8 @@ class PhysicsEstimates(Featurizer):
             }
         values.update(size_estimates(parsed, z, pos, values.pop("populations")))
         values["hof"] = sum(ATOM_HOF.get(int(a), math.nan) for a in z) - values["atomization"]
+        values["ionisation"] = log_d_shift(parsed)
+        values["log_d"] = values["log_p"] - values["ionisation"]
         return {"x": np.array([values[c] for c in COLUMNS], dtype=np.float64)}
 
 
