@@ -20,7 +20,7 @@ amine's value lowered by each electron-withdrawing neighbour on the way out from
 nitrogen (benzylamine 9.3, morpholine's N-methyl 7.4, propranolol 9.5). They are rules,
 not a pKa model: a group the tables do not name (phenols, imides, pyridines: pKa far
 from 7.4, hence little shift) counts as neutral, and the second pKa of a polyamine and
-the γ and further substituents are left out.
+substituents more than three bonds from an amine's nitrogen are left out.
 """
 
 from __future__ import annotations
