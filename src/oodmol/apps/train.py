@@ -49,12 +49,15 @@ def main(cfg: DictConfig) -> dict | float | None:
     """One model, or the members of an ensemble (`uq.members`) and their combination."""
     # imported here: a command line with a typo is refused before these seconds of imports
     from oodmol.parallel import limit_threads
-    from oodmol.training.members import run_members
+    from oodmol.training.members import run_members, single_model_config
     from oodmol.training.run import train
 
     if cfg.threads:
         limit_threads(cfg.threads)
-    return run_members(cfg, train)
+    single = single_model_config(cfg)
+    if single is not None:  # one model: plan, data, model, fit, test, record
+        return train(single)
+    return run_members(cfg, train)  # an ensemble: train(...) for each member, then combined
 
 
 if __name__ == "__main__":

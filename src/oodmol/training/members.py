@@ -29,30 +29,41 @@ def member_config(cfg: DictConfig, member: int, output_dir: str | Path) -> DictC
     return member_cfg
 
 
+def single_model_config(cfg: DictConfig) -> DictConfig | None:
+    """The config of the one model a run trains: the run's own for a plain run, member
+    `uq.member`'s for one member alone; None where the run trains an estimator's members
+    (`run_members`). The uncertainty settings' names are checked here, so that a typo is
+    refused before training, not at test time after it."""
+    uq = cfg.get("uq")
+    if uq is None:
+        return cfg
+    members = estimator_from_config(uq).members
+    CALIBRATORS.select(uq.get("calibrators"))
+    EVALUATORS.select(uq.get("evaluators"))
+    if uq.member is not None:
+        return member_config(cfg, uq.member, cfg.paths.output_dir)
+    return cfg if members <= 1 else None
+
+
 def run_members(
     cfg: DictConfig, train: Callable[[DictConfig], dict | float | None]
 ) -> dict | float | None:
     """Run `train` once for a plain run, for member `uq.member` alone, or for each of the
     estimator's members (`uq.members`; `uq.parallel` of them at once) followed by their
     combination into the run's folder."""
-    uq = cfg.get("uq")
-    if uq is None:
-        return train(cfg)
-    # unknown names are refused now, not at test time after training
-    members = estimator_from_config(uq).members
-    calibrators = CALIBRATORS.select(uq.get("calibrators"))
-    evaluators = EVALUATORS.select(uq.get("evaluators"))
-    if uq.member is None and members <= 1:
-        return train(cfg)
-    if uq.member is not None:
-        return train(member_config(cfg, uq.member, cfg.paths.output_dir))
+    single = single_model_config(cfg)
+    if single is not None:
+        return train(single)
+    members = estimator_from_config(cfg.uq).members
+    calibrators = CALIBRATORS.select(cfg.uq.get("calibrators"))
+    evaluators = EVALUATORS.select(cfg.uq.get("evaluators"))
     if cfg.ckpt_path is not None:
         raise OverrideError(
             "ckpt_path resumes one model; resume a member with uq.member=<k> ckpt_path=..."
         )
     run_dir = Path(cfg.paths.output_dir)
     member_dirs = [run_dir / MEMBERS_DIR / str(k) for k in range(members)]
-    parallel = uq.get("parallel", 1)
+    parallel = cfg.uq.get("parallel", 1)
     if parallel > 1 and can_run_side_by_side():
         train_side_by_side(cfg, member_dirs, parallel)
     else:
