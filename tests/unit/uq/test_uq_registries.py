@@ -5,6 +5,7 @@ what it needs, and the chosen calibrators and evaluators being the ones that run
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from oodmol.config import compose_config, config_dir
 from oodmol.predictions import SetPredictions
 from oodmol.training.build import build_datamodule, uq_module_arguments
-from oodmol.training.members import run_members
+from oodmol.training.members import run_members, single_model_config
 from oodmol.uq.assessment import assess_uncertainty
 from oodmol.uq.calibrators import CALIBRATORS, CONFORMAL_NOTE
 from oodmol.uq.dropout import FixedRateDropout, LearnedConcreteDropout
@@ -21,6 +22,7 @@ from oodmol.uq.estimators import ESTIMATORS, estimator_from_config
 from oodmol.uq.evaluators import EVALUATORS
 from oodmol.uq.likelihood import GaussianLikelihood
 from oodmol.uq.registry import Registry, UnknownName
+from oodmol.uq.seeds import member_seed
 
 REGISTRIES = {"estimator": ESTIMATORS, "calibrator": CALIBRATORS, "evaluator": EVALUATORS}
 UQ_CONFIGS = sorted(p.stem for p in (config_dir() / "uq").glob("*.yaml"))
@@ -194,6 +196,30 @@ def test_an_unknown_calibrator_or_evaluator_stops_the_run_before_training(
     with pytest.raises(UnknownName, match="no_such_thing"):
         run_members(cfg, trained.append)
     assert not trained
+
+
+@pytest.mark.parametrize("option", ["mve", "ensemble"])
+def test_an_unknown_calibrator_stops_a_single_model_before_training_too(
+    option: str, uq_config: Compose
+) -> None:
+    """train.py asks `single_model_config` first, for a plain run and an ensemble alike."""
+    with pytest.raises(UnknownName, match="no_such_thing"):
+        single_model_config(uq_config(f"uq={option}", "uq.calibrators=[no_such_thing]"))
+
+
+def test_a_run_trains_one_model_or_hands_an_ensemble_to_its_members(
+    uq_config: Compose, tmp_path: Path
+) -> None:
+    """One model for a plain run (its own config) and for one member alone (the member's
+    seed and folder); none for an ensemble's run, whose members `run_members` trains."""
+    plain = uq_config("uq=mve")
+    assert single_model_config(plain) is plain
+    folder = f"paths.output_dir={tmp_path}"
+    member = single_model_config(uq_config("uq=ensemble", "uq.member=2", folder))
+    assert member is not None and member.uq.member == 2
+    assert member.paths.output_dir == str(tmp_path)
+    assert member.seed == member_seed(plain.seed, 2)
+    assert single_model_config(uq_config("uq=ensemble")) is None
 
 
 def sets() -> dict[str, SetPredictions]:
