@@ -1,0 +1,33 @@
+"""The training runs that campaigns, the transfer study and reproduction start, forked
+from a server that imported the app once (`oodmol.training.child`): each child takes the
+environment and working folder of its parent as they are when it starts (a new server
+where what only an interpreter's start reads has changed), and ends as `python -m
+oodmol.apps.train` in a fresh interpreter does, output and exit status."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from door_helpers import real_process, shared_doors
+from paths import REPO
+
+pytestmark = pytest.mark.slow  # starts the fork server, a fresh interpreter
+
+
+def test_a_child_sees_its_parent_as_it_is_and_ends_as_a_fresh_interpreter(tmp_path: Path):
+    refused = ["model=mlp", "nonsense=1"]
+    helpers = [str(REPO / "tests" / "helpers"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, helpers))}
+    done = shared_doors().run(["-m", "train_in_child", str(tmp_path), *refused], env=env)
+    assert done.returncode == 0, done.shown()
+    lines = done.stdout.splitlines()
+    assert "probe: first" in lines and "probe: second" in lines, done.stdout
+    assert f"where: {tmp_path}" in lines, done.stdout
+    assert "exit statuses: 0 0 2" in lines, done.stdout
+    # a new server where a variable that only a start reads has changed
+    assert lines[-1] == "same server as the first: True True False", done.stdout
+    fresh = real_process(["-m", "oodmol.apps.train", *refused], env=env)
+    assert fresh.returncode == 2
+    assert done.stderr == fresh.stderr and "there is no setting 'nonsense'" in fresh.stderr
