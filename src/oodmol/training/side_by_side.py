@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from omegaconf import DictConfig
 
 from oodmol.errors import OodmolError
 from oodmol.interrupts import interruptible
+from oodmol.training.child import ForkedRun, start_train
 
 # overrides a member's command sets itself, in place of the run's
 OWN_SETTINGS = ("uq.member", "uq.parallel", "threads", "progress")
@@ -50,14 +50,13 @@ def can_run_side_by_side() -> bool:
     return HydraConfig.initialized()
 
 
-def member_command(member: int, folder: Path, threads: int) -> list[str]:
-    """train.py's command line for member `member` of the run, into `folder`."""
+def member_overrides(member: int, folder: Path, threads: int) -> list[str]:
+    """train.py's arguments for member `member` of the run, into `folder`."""
     hydra = HydraConfig.get()
     own = [o for o in hydra.overrides.task if o.lstrip("+~").split("=")[0] not in OWN_SETTINGS]
     searchpath = [o for o in hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
     return [
-        sys.executable, "-m", "oodmol.apps.train", *own, *searchpath,
-        f"uq.member={member}", f"threads={threads}", "progress=false",
+        *own, *searchpath, f"uq.member={member}", f"threads={threads}", "progress=false",
         f"hydra.run.dir={folder}",
     ]  # fmt: skip
 
@@ -68,11 +67,12 @@ def threads_per_member(cfg: DictConfig, parallel: int) -> int:
 
 
 def train_side_by_side(cfg: DictConfig, folders: list[Path], parallel: int) -> None:
-    """Train member k into folders[k], `parallel` at a time, each as its own process."""
+    """Train member k into folders[k], `parallel` at a time, each as its own process
+    (forked from the training fork server, `oodmol.training.child`)."""
     parallel = min(parallel, len(folders))
     threads = threads_per_member(cfg, parallel)
     waiting = list(enumerate(folders))
-    running: dict[int, tuple[subprocess.Popen, Path]] = {}
+    running: dict[int, tuple[ForkedRun, Path]] = {}
     failed: list[tuple[int, int, Path]] = []  # member, exit status, its log
     print(f"[oodmol] {len(folders)} members, {parallel} at a time, {threads} thread(s) each")
     doing = f"training {len(folders)} members side by side"
@@ -98,20 +98,13 @@ def train_side_by_side(cfg: DictConfig, folders: list[Path], parallel: int) -> N
         raise MemberFailed(f"member {member} failed (exit {code}): {line}{others}; see {log}", code)
 
 
-def _start(member: int, folder: Path, threads: int) -> tuple[subprocess.Popen, Path]:
+def _start(member: int, folder: Path, threads: int) -> tuple[ForkedRun, Path]:
     log = folder.parent / f"{member}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            member_command(member, folder, threads),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    return process, log
+    return start_train(member_overrides(member, folder, threads), log), log
 
 
-def _stop(running: dict[int, tuple[subprocess.Popen, Path]]) -> None:
+def _stop(running: dict[int, tuple[ForkedRun, Path]]) -> None:
     """Members still running when the run stops get SIGTERM (they save their last
     checkpoint at the next batch) and are waited for."""
     for process, _ in running.values():
