@@ -89,18 +89,19 @@ def full_disk_script(task: TinyTask, train, mount_point: Path) -> Result:
     """In one private mount namespace (the tmpfs ends with it): for each of `SCENARIOS`, a
     run that meets the full disk at epoch FULL_AT, its folder copied out for the checks; then,
     with the ballast removed, the first folder run again without resume=true (refused)
-    and with it (completed), and copied out again. Outputs land in <root>/<step>.log and
-    <step>.rc."""
+    and with it (completed), and copied out again. The runs are forked from oodmol's
+    training fork server inside the namespace (`namespace_runs`); outputs land in
+    <root>/<step>.log and <step>.rc."""
     root = task.root
-    steps = []
+    steps: list[dict] = []
 
-    def step(name: str, command: list[str], env: str = "") -> None:
-        line = f"{env}{shlex.join([sys.executable, *command])}"
-        log, rc = shlex.quote(str(root / f"{name}.log")), shlex.quote(str(root / f"{name}.rc"))
-        steps.append(f"{line} > {log} 2>&1; echo $? > {rc}")
+    def step(name: str, command: list[str], env: dict[str, str] | None = None) -> None:
+        argv = command[1:]  # train.py's arguments
+        log, rc = str(root / f"{name}.log"), str(root / f"{name}.rc")
+        steps.append({"kind": "run", "argv": argv, "env": env or {}, "log": log, "rc": rc})
 
     def keep(folder: Path, name: str) -> None:
-        steps.append(f"cp -a {shlex.quote(str(folder))} {shlex.quote(str(root / name))}")
+        steps.append({"kind": "copy", "from": str(folder), "to": str(root / name)})
 
     for scenario, (leave, overrides) in SCENARIOS.items():
         folder, ballast = mount_point / scenario, mount_point / f"{scenario}.ballast"
@@ -113,14 +114,16 @@ def full_disk_script(task: TinyTask, train, mount_point: Path) -> Result:
         task.notes[scenario] = train(folder, *overrides, *fill)
         step(f"{scenario}_failed", task.notes[scenario])
         keep(folder, f"{scenario}_failed")
-        steps.append(f"rm {shlex.quote(str(ballast))}")
+        steps.append({"kind": "remove", "path": str(ballast)})
     first = task.notes["room_for_metrics"]
-    step("refused", first, env="FAULT_HELPERS_OFF=1 ")
-    step("resumed", [*first, "resume=true"], env="FAULT_HELPERS_OFF=1 ")
+    step("refused", first, env={"FAULT_HELPERS_OFF": "1"})
+    step("resumed", [*first, "resume=true"], env={"FAULT_HELPERS_OFF": "1"})
     keep(mount_point / "room_for_metrics", "resumed")
+    plan = root / "full_disk_plan.json"
+    plan.write_text(json.dumps(steps))
     mount = f"mount -t tmpfs -o size={TMPFS_SIZE} tmpfs {shlex.quote(str(mount_point))}"
-    script = " && ".join([mount, *(f"{{ {s}; }}" for s in steps)])
-    namespace = ["unshare", "--map-root-user", "--mount", "sh", "-c", script]
+    runs = shlex.join([sys.executable, "-m", "namespace_runs", str(plan)])
+    namespace = ["unshare", "--map-root-user", "--mount", "sh", "-c", f"{mount} && {runs}"]
     started = time.monotonic()
     proc = subprocess.run(
         namespace, cwd=REPO, env={**task.env, **HELPERS}, capture_output=True, text=True
