@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from door_helpers import shared_doors
 from hydra import compose, initialize_config_dir
 from paths import REPO
 
@@ -135,11 +137,11 @@ def test_members_side_by_side_are_the_members_trained_in_turn(train: Train):
     out = root / "side_by_side"
     quick = [o for o in FAST if not o.startswith("threads=")]
     command = [
-        sys.executable, "train.py", *CSV_TASK, f"task.path={root / 'tiny.csv'}",
+        "train.py", *CSV_TASK, f"task.path={root / 'tiny.csv'}",
         f"paths.data_dir={root / 'data'}", *quick, "uq=ensemble", "uq.members=2",
         "uq.parallel=2", "threads=2", f"hydra.run.dir={out}",
     ]  # fmt: skip
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    done = shared_doors().run(command, env=dict(os.environ), timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "2 members, 2 at a time, 1 thread(s) each" in done.stdout
     for k in (0, 1):
@@ -149,7 +151,7 @@ def test_members_side_by_side_are_the_members_trained_in_turn(train: Train):
             pd.read_csv(in_turn / "members" / str(k) / "predictions.csv"),
         )
     # run again: each member finds its folder done (member 1 with its own seed, 1000)
-    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    again = shared_doors().run(command, env=dict(os.environ), timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     for k in (0, 1):
         assert "already holds this run, complete" in (out / "members" / f"{k}.log").read_text()
@@ -169,12 +171,12 @@ def test_a_member_that_fails_side_by_side_ends_the_run_with_its_own_line(train: 
     tiny = tiny_csv(root / "tiny_for_failure.csv")
     quick = [o for o in FAST if not o.startswith("threads=")]
     command = [
-        sys.executable, "train.py", "task=csv", "task.target_column=nope",
+        "train.py", "task=csv", "task.target_column=nope",
         "++task.name=csv-tiny-nope", f"task.path={tiny}", f"paths.data_dir={root / 'data'}",
         *quick, "uq=ensemble", "uq.members=2", "uq.parallel=2",
         f"hydra.run.dir={root / 'failing'}",
     ]  # fmt: skip
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    done = shared_doors().run(command, env=dict(os.environ), timeout=600)
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2, done.stderr[-2000:]
     assert last.startswith("[oodmol train] member 0 failed (exit 2): [oodmol train]"), last
