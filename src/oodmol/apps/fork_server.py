@@ -3,11 +3,12 @@ Lightning and the training app once, runs nothing itself, and for each request f
 child that runs `python -m oodmol.apps.train <overrides>` as a fresh interpreter would
 after its imports. Run as `python -m oodmol.apps.fork_server <requests fd> <replies fd>`.
 
-A request is a JSON line {"id", "argv", "env", "cwd", "log"}; the replies are {"id",
-"pid"} once its child is forked, then {"id", "exit"} when it ends (its exit status, minus
-the signal's number where a signal ended it). Children run side by side. A child writes
-to `log` where one is named (both streams), else to this process's streams, which are
-its parent's. Ctrl-C reaches the children and the parent, not this process; it ends
+A request is a JSON line {"id", "argv", "env", "cwd", "log", "ignored_signals"}; the
+replies are {"id", "pid"} once its child is forked, then {"id", "exit"} when it ends (its
+exit status, minus the signal's number where a signal ended it). Children run side by
+side. A child ignores the signals its parent ignored, as a fresh interpreter would, and
+writes to `log` where one is named (both streams), else to this process's streams, which
+are its parent's. Ctrl-C reaches the children and the parent, not this process; it ends
 when its parent has closed the requests and the last child has ended."""
 
 from __future__ import annotations
@@ -30,9 +31,20 @@ import torch  # noqa: F401
 
 import oodmol.apps.train
 import oodmol.training.run  # noqa: F401
+from oodmol.training.child import INHERITED_SIGNALS
 
 TRAIN_APP = "oodmol.apps.train"
 IDLE_S = 0.05  # how often an idle server looks for ended children
+
+
+def take_signals(ignored: list[str]) -> None:
+    """The signal handling a fresh interpreter would start with under a parent that
+    ignores `ignored`: those ignored, SIGINT otherwise raising KeyboardInterrupt, the
+    rest at their default."""
+    for name in INHERITED_SIGNALS:
+        number = getattr(signal, name)
+        default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
+        signal.signal(number, signal.SIG_IGN if name in ignored else default)
 
 
 def run_child(request: dict, protocol: tuple[int, int]) -> None:
@@ -40,7 +52,7 @@ def run_child(request: dict, protocol: tuple[int, int]) -> None:
     the app as its module's `__main__`; never returns."""
     for fd in protocol:
         os.close(fd)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    take_signals(request["ignored_signals"])
     if request["log"] is not None:
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         for fd in (1, 2):

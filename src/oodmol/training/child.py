@@ -7,7 +7,8 @@ The children are forked from a server process (`oodmol.apps.fork_server`) that i
 torch, Lightning and the training app once and runs nothing itself, rather than started
 afresh: a child begins where a fresh interpreter would be after its imports, seconds
 later, which on a small data set is most of a run. Each child takes this process's
-working folder and environment as they are when it starts; where the environment has
+working folder, environment and ignored signals as they are when it starts; where the
+environment has
 changed what only an interpreter's start reads, a new server starts."""
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ SERVER = "oodmol.apps.fork_server"  # a process of its own: an entry point
 # read when an interpreter or a native library starts, which a forked child does not: a
 # change of them since the server started starts a new one
 STARTUP_VARIABLES = ("PYTHON", "LD_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "MALLOC_")
+
+
+# signals whose SIG_IGN a fresh interpreter inherits from its parent (a job started in the
+# background by a shell ignores SIGINT, one under nohup SIGHUP): a child mirrors them
+INHERITED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+
+
+def ignored_signals() -> list[str]:
+    """Those of INHERITED_SIGNALS that this process ignores."""
+    return [s for s in INHERITED_SIGNALS if signal.getsignal(getattr(signal, s)) == signal.SIG_IGN]
 
 
 def startup_environment() -> dict[str, str]:
@@ -62,6 +73,7 @@ class _ForkServer:
             "env": dict(os.environ),
             "cwd": os.getcwd(),
             "log": None if log is None else str(log),
+            "ignored_signals": ignored_signals(),
         }
         os.write(self.requests, (json.dumps(request) + "\n").encode())
         while number not in self.pids:
