@@ -108,6 +108,52 @@ def test_each_optimizer_reaches_the_lbfgs_minimum(optimizer: str, smiles: str) -
     assert out["energy"][1] == pytest.approx(lbfgs["energy"][1], abs=5e-6)
 
 
+class _AccuracySpy:
+    """A tblite calculator that notes the SCF accuracy of each of its single points."""
+
+    def __init__(self, calculator, seen: list[float]) -> None:
+        self.calculator, self.seen, self.accuracy = calculator, seen, 1.0
+
+    def set(self, name: str, value) -> None:
+        if name == "accuracy":
+            self.accuracy = value
+        self.calculator.set(name, value)
+
+    def update(self, positions) -> None:
+        self.calculator.update(positions)
+
+    def singlepoint(self, *args, **kwargs):
+        self.seen.append(self.accuracy)
+        return self.calculator.singlepoint(*args, **kwargs)
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_steep_steps_run_a_loose_scf_and_the_criteria_read_full_accuracy(
+    optimizer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the gradient is steep ASE's BFGS runs a loose SCF; the start, and the last two
+    steps whose energies and gradient the criteria read, are at the full accuracy; the
+    minimum is the one an optimisation at full accuracy throughout reaches. geomeTRIC,
+    which judges its steps by energy changes, runs every SCF at the full accuracy."""
+    from oodmol.data.featurize import xtb
+
+    seen: list[float] = []
+    make = xtb._calculator
+    monkeypatch.setattr(xtb, "_calculator", lambda *a, **k: _AccuracySpy(make(*a, **k), seen))
+    mol, start = embed_mol("CCCCO")
+    out = XTBOptimizer(optimizer=optimizer)(mol, start)
+    assert len(seen) == out["steps"][0]
+    if optimizer == "geometric":
+        assert set(seen) == {1.0}
+        return
+    assert seen[0] == 1.0 and seen[-2:] == [1.0, 1.0]
+    assert 100.0 in seen
+    monkeypatch.setattr(xtb, "_calculator", make)
+    fine = XTBOptimizer(optimizer=optimizer, loose_accuracy=1.0)(mol, start)
+    assert out["energy"][1] == pytest.approx(fine["energy"][1], abs=5e-6)
+    assert aligned_rmsd(out["pos"], fine["pos"]) < 0.05  # Å, all atoms
+
+
 def test_an_unknown_optimizer_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="unknown optimizer 'lbfgs'; give one of ase-bfgs"):
         XTBOptimizer(optimizer="lbfgs")

@@ -6,7 +6,14 @@ energy reference in place of a force field.
 Energies and gradients come from `tblite` (its Python interface,
 `tblite.interface.Calculator`, on OpenBLAS where it can be: `tight_binding`); every
 self-consistent field after the first starts from the wavefunction of the geometry the
-optimiser goes on from. The optimiser is a library's, chosen by `optimizer`:
+optimiser goes on from. Far from the minimum, where the gradient's norm exceeds
+`loose_gradient`, the SCF runs at the looser `loose_accuracy` (tblite's accuracy scales
+its convergence thresholds): a step there is steered by a gradient far larger than the
+looser SCF's error, and each costs about a fifth less; the last two steps, which the
+criteria read, are always at `accuracy`. (ASE's BFGS only: geomeTRIC accepts or rejects
+its steps, and ends, on energy changes that a loose SCF would blur, so its SCFs all run
+at `accuracy`.) The optimiser is a library's, chosen by
+`optimizer`:
 
 - `"ase-bfgs"`: ASE's BFGS (`ase.optimize.BFGS`) on Cartesian coordinates, its initial
   Hessian geomeTRIC's model Hessian (Schlegel-type force constants of the molecule's
@@ -98,7 +105,8 @@ class XTBOptimizer(GeometryOptimizer):
     optimised geometry, Eh), `rmsd` (float64 [2]: start to optimised geometry after
     optimal superposition, heavy atoms and all atoms, Å), `steps` (int32 [1]: energy +
     gradient evaluations), `gradient_norm` (float64 [1]: at the end, Eh/bohr) and
-    `seconds` (float64 [1]: the optimisation's CPU time in its process). `threads` bounds
+    `seconds` (float64 [1]: the optimisation's CPU time in its process). Setting
+    `loose_accuracy` to `accuracy` runs every SCF alike. `threads` bounds
     tblite's OpenMP threads in each worker process (the cache's build runs one molecule
     per worker, on every core); it changes no geometry, so it is not one of the cache
     key's `params`.
@@ -112,6 +120,8 @@ class XTBOptimizer(GeometryOptimizer):
     energy_tolerance: float = 5.0e-6
     gradient_tolerance: float = 1.0e-3
     accuracy: float = 1.0
+    loose_accuracy: float = 100.0
+    loose_gradient: float = 5.0e-3
     threads: int = 1
 
     def __post_init__(self) -> None:
@@ -145,11 +155,10 @@ class XTBOptimizer(GeometryOptimizer):
         with threadpool_limits(limits=self.threads):
             try:
                 calculator = _calculator(start.atomic_numbers, x0, charge, unpaired, self.method)
-                calculator.set("accuracy", self.accuracy)
-                run = _Evaluations(calculator, self.max_steps)
+                run = _Evaluations(calculator, self.max_steps, self)
                 if len(x0) == 1:  # an atom: nothing to optimise, its gradient is zero
                     run(x0)
-                    run.previous_energy = run.energy
+                    run.settle()
                     converged = True
                 else:
                     converged = _OPTIMIZERS[self.optimizer](mol, x0, run, self)
@@ -168,10 +177,12 @@ class XTBOptimizer(GeometryOptimizer):
                 f"{self.max_steps} steps (|gradient| {g_norm:.1e} Eh/bohr, tolerance "
                 f"{self.gradient_tolerance:g})"
             )
-        if not self.converged(run.previous_energy, run.energy, run.gradient):
+        if not (run.fine and self.converged(run.previous_energy, run.energy, run.gradient)):
             raise OptimizationError(
                 f"{self.optimizer} stopped short of the criteria: energy change "
-                f"{run.energy - run.previous_energy:.1e} Eh, |gradient| {g_norm:.1e} Eh/bohr"
+                f"{run.energy - run.previous_energy:.1e} Eh, |gradient| {g_norm:.1e} Eh/bohr, "
+                f"SCF accuracy of the last two steps {run.accuracies[0]:g}, "
+                f"{run.accuracies[1]:g} (the criteria want {self.accuracy:g})"
             )
         positions = (run.x.reshape(-1, 3) * BOHR).astype(np.float32)
         heavy = start.atomic_numbers > 1
@@ -205,13 +216,16 @@ class _StepLimit(Exception):
 
 class _Evaluations:
     """tblite's energy and gradient at one geometry after another, counted, each SCF
-    started from the wavefunction of the geometry the optimiser goes on from. `current`
-    is where the optimiser stands: the last geometry it accepted (`accept`), by default
-    the last one evaluated; `previous_energy` is the energy it stood at before."""
+    started from the wavefunction of the geometry the optimiser goes on from, at the
+    loose accuracy while the last gradient was steep. `previous_energy` is the energy
+    before the last one; `fine` says both were computed at the full accuracy."""
 
-    def __init__(self, calculator, limit: int) -> None:
+    def __init__(self, calculator, limit: int, settings: XTBOptimizer) -> None:
         self.calculator = calculator
         self.limit = limit
+        self.settings = settings
+        self.accuracies = (float("nan"), float("nan"))  # the last two evaluations'
+        self.loosen = True  # whether steep steps may run the loose SCF
         self.count = 0
         self.first_energy = float("nan")
         self.result = None  # the SCF to start the next one from
@@ -224,6 +238,14 @@ class _Evaluations:
         if self.count >= self.limit:
             raise _StepLimit
         x = np.array(x, dtype=np.float64).reshape(-1)
+        steep = (
+            self.loosen
+            and self.count > 0
+            and np.linalg.norm(self.gradient) > self.settings.loose_gradient
+        )
+        accuracy = self.settings.loose_accuracy if steep else self.settings.accuracy
+        self.calculator.set("accuracy", accuracy)
+        self.accuracies = (self.accuracies[1], accuracy)
         self.calculator.update(x.reshape(-1, 3))
         # copy: the result kept for a rejected step must not be overwritten in place
         self.result = self.calculator.singlepoint(self.result, copy=True)
@@ -237,6 +259,17 @@ class _Evaluations:
         self.previous_energy, self.energy = self.energy, energy
         self.x, self.gradient = x, gradient
         return energy, gradient.copy()
+
+    def settle(self) -> None:
+        """The geometry evaluated once is its own minimum (an atom): that evaluation
+        stands for the last two the criteria read."""
+        self.previous_energy = self.energy
+        self.accuracies = (self.accuracies[1],) * 2
+
+    @property
+    def fine(self) -> bool:
+        """The last two evaluations were at the full accuracy."""
+        return self.accuracies == (self.settings.accuracy,) * 2
 
     def keep(self) -> None:
         """The last geometry evaluated is the optimiser's new position."""
@@ -283,11 +316,7 @@ def _ase_run(optimizer, atoms, run: _Evaluations, settings: XTBOptimizer) -> boo
     criterion set to 0, never met)."""
     for _ in optimizer.irun(fmax=0.0, steps=settings.max_steps):
         here = np.array_equal(atoms.positions.reshape(-1) / BOHR, run.x)
-        if (
-            run.count > 1
-            and here
-            and settings.converged(run.previous_energy, run.energy, run.gradient)
-        ):
+        if here and run.fine and settings.converged(run.previous_energy, run.energy, run.gradient):
             return True
     return False
 
@@ -302,6 +331,7 @@ def _geometric(mol: Chem.Mol, x0: np.ndarray, run: _Evaluations, settings: XTBOp
     from geometric.params import OptParams
 
     logging.getLogger("geometric.nifty").setLevel(logging.ERROR)  # a report per step
+    run.loosen = False  # it judges steps by energy changes (the module docstring)
 
     class TBLiteEngine(Engine):
         """`run` as a geomeTRIC engine; its saved guess is the accepted step's SCF."""
