@@ -90,7 +90,12 @@ TINY = {  # small widths whose steps still take tens of MB: what the machine's c
             "et": ("hidden=32", "layers=2", "heads=2"),
             "painn": ("hidden=32", "layers=2"),
             "schnet": ("hidden_channels=32", "num_filters=32", "num_interactions=2"),
-            "dimenetpp": ("hidden_channels=16", "out_emb_channels=16"),
+            "dimenetpp": (
+                "hidden_channels=16",
+                "out_emb_channels=16",
+                "int_emb_size=16",
+                "num_blocks=2",
+            ),
             "visnet": ("hidden_channels=32", "num_layers=2"),
             "mace": ("num_channels=8", "radial_mlp=[16]", "mlp_irreps=8x0e"),
             "gotennet": ("hidden=32", "layers=2", "output_hidden=32"),
