@@ -206,6 +206,14 @@ CASES += [
         "baseline.featurizer.solvents=['hexane']: the estimates know water and octanol",
     ),
     Case(
+        "train_baseline_column",
+        "train.py",
+        train("baseline=physics_descriptors", "baseline.column=[log_p,MolLgP]"),
+        2,
+        "baseline.column=['log_p', 'MolLgP']: MolLgP is not a column of descriptors+physics "
+        "(did you mean MolLogP",
+    ),
+    Case(
         "train_weighting_exponent",
         "train.py",
         train("weighting=tails", "weighting.exponent=-1"),
@@ -1252,6 +1260,36 @@ RECEIVED_CASES = [
     ),
     ("seed_negative", set_in("seed", value=lambda w: -5), "seed must be a whole number ≥ 0"),
 ]
+
+
+def received_baseline(fit: dict) -> Callable[[World, Path], None]:
+    """The world's checkpoint carrying a Δ-learning fit `fit` (a planted one)."""
+
+    def setup(w: World, d: Path) -> None:
+        checkpoint = torch.load(w.checkpoint, map_location="cpu", weights_only=True)
+        checkpoint["oodmol_baseline"] = fit
+        torch.save(checkpoint, d / "received.ckpt")
+
+    return setup
+
+
+BASELINE_FITS = {  # an older oodmol's single slope; slopes that are not numbers
+    "baseline_single_slope": {"name": "physics", "intercept": 1.0, "slope": 2.0},
+    "baseline_slopes_text": {"name": "physics", "intercept": 1.0, "slopes": ["2.0"]},
+    "baseline_slopes_nan": {"name": "physics", "intercept": 1.0, "slopes": [float("nan")]},
+}
+for kind, fit in BASELINE_FITS.items():
+    CASES += [
+        Case(
+            f"evaluate_received_{kind}",
+            "evaluate.py (checkpoint)",
+            evaluate_ckpt(RECEIVED),
+            2,
+            "its baseline's fit is not an intercept and a list of slopes",
+            received_baseline(fit),
+            OFFLINE_UNSET,
+        )
+    ]
 for kind, change, phrase in RECEIVED_CASES:
     CASES += [
         Case(

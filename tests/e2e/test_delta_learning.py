@@ -47,8 +47,8 @@ def test_a_delta_run_adds_its_baseline_back(tiny: TinyTask) -> None:
     tiny.result("plain").ok()
     record = json.loads((delta / "metrics.json").read_text())
     fit = record["data"]["baseline"]
-    assert (fit["name"], fit["column"]) == ("physics", "log_p")
-    assert fit["slope"] > 0.3  # ALPB's log P follows Crippen's
+    assert (fit["name"], fit["columns"]) == ("physics", ["log_p"])
+    assert fit["slopes"][0] > 0.3  # ALPB's log P follows Crippen's
     assert record["config_key"] != json.loads((plain / "metrics.json").read_text())["config_key"]
     predictions = pd.read_csv(delta / "predictions.csv")
     assert np.isfinite(predictions["y_pred"]).all()
@@ -82,7 +82,35 @@ def test_the_mean_with_a_baseline_is_the_baseline_alone(tiny: TinyTask) -> None:
     for smiles, predicted in zip(predictions["smiles"], predictions["y_pred"], strict=True):
         cloud = conformers(MolInput(smiles))
         x = physics(MolInput(smiles, cloud["z"], cloud["pos"]))["x"]
-        expected = fit["intercept"] + fit["slope"] * x[COLUMNS.index("log_p")]
+        expected = fit["intercept"] + fit["slopes"][0] * x[COLUMNS.index("log_p")]
+        assert predicted == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_fit_of_several_estimates_gives_each_its_own_slope(tiny: TinyTask) -> None:
+    """`baseline=physics_descriptors` with two columns, one physics estimate and one RDKit
+    descriptor: every prediction of the mean is the fitted plane of the two, recomputed
+    here from the molecules alone (Crippen's log P by RDKit directly)."""
+    from rdkit import Chem
+    from rdkit.Chem import Crippen
+
+    from oodmol.data.featurize.base import MolInput
+    from oodmol.data.featurize.graph3d import Graph3D
+    from oodmol.data.featurize.physics import COLUMNS, PhysicsEstimates
+
+    run = tiny.root / "plane"
+    several = ["baseline=physics_descriptors", "baseline.column=[log_p,MolLogP]"]
+    args = [*tiny.task_args(), *QUIET, "model=mean", "task.ood_size=10", *several]
+    tiny.run(["train.py", *args, f"hydra.run.dir={run}"]).ok()
+    fit = json.loads((run / "metrics.json").read_text())["data"]["baseline"]
+    assert (fit["name"], fit["columns"]) == ("physics_descriptors", ["log_p", "MolLogP"])
+    assert len(fit["slopes"]) == 2 and fit["slopes"][0] != fit["slopes"][1]
+    predictions = pd.read_csv(run / "predictions.csv").head(3)
+    conformers, physics = Graph3D(seed=0), PhysicsEstimates()
+    for smiles, predicted in zip(predictions["smiles"], predictions["y_pred"], strict=True):
+        cloud = conformers(MolInput(smiles))
+        log_p = physics(MolInput(smiles, cloud["z"], cloud["pos"]))["x"][COLUMNS.index("log_p")]
+        crippen = Crippen.MolLogP(Chem.MolFromSmiles(smiles))
+        expected = fit["intercept"] + fit["slopes"][0] * log_p + fit["slopes"][1] * crippen
         assert predicted == pytest.approx(expected, rel=1e-5)
 
 
@@ -123,7 +151,7 @@ def test_chemprop_reads_the_descriptors_and_physics_beside_its_graphs(tiny: Tiny
     tiny.run(["train.py", *args, f"hydra.run.dir={run}"]).ok()
     record = json.loads((run / "metrics.json").read_text())
     assert record["model"] == "chemprop_descriptors"
-    assert record["data"]["baseline"]["column"] == "log_p"
+    assert record["data"]["baseline"]["columns"] == ["log_p"]
     checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     width = len(RDKitDescriptors()(MolInput("CCO"))["x"]) + len(COLUMNS)
     assert len(checkpoint["oodmol_features"]["vectors"]["mean"]) == width

@@ -2,16 +2,20 @@
 estimate leaves of the property, and its predictions add the estimate back.
 
 `LinearBaseline` reads one column of a physics feature cache (the task's
-`physics_estimate`, oodmol.data.featurize.physics) and fits y ≈ a + b · estimate on the
-training molecules alone (least squares); the run's model then trains on, and predicts,
-the residual y − (a + b · estimate), for any model (forest, MLP, kernel regression,
-graph networks), since only the targets change. A molecule without an estimate (no
-geometry, an SCF that failed, an element without a reference) is left out of the run,
-named and counted, as a molecule without features is.
+`physics_estimate`, oodmol.data.featurize.physics), or several columns of a feature cache
+(`baseline=physics_descriptors`: the physics estimates beside RDKit's descriptors), and
+fits y ≈ a + Σ b_k · estimate_k on the training molecules alone (least squares), each
+estimate with a slope of its own; the run's model then trains on, and predicts, the
+residual, for any model (forest, MLP, kernel regression, graph networks), since only the
+targets change. A molecule without an estimate (no geometry, an SCF that failed, an
+element without a reference) is left out of the run, named and counted, as a molecule
+without features is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from difflib import get_close_matches
 from pathlib import Path
 
 import numpy as np
@@ -19,26 +23,42 @@ import numpy as np
 from oodmol.data.featurize.base import Featurizer
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
+from oodmol.errors import InputError
 
 
 class LinearBaseline:
-    """a + b · (one column of `featurizer`'s vectors), fitted on the training set."""
+    """a + Σ b_k · (column k of `featurizer`'s vectors), fitted on the training set."""
 
-    def __init__(self, featurizer: Featurizer, column: str | None, name: str = "physics") -> None:
-        columns = list(getattr(featurizer, "columns", ()))
+    def __init__(
+        self, featurizer: Featurizer, column: str | Sequence[str] | None, name: str = "physics"
+    ) -> None:
+        known = list(getattr(featurizer, "columns", ()))
         if column is None:
-            raise ValueError(
-                "baseline=physics needs the task's physics_estimate (configs/task/*.yaml): "
-                "this task names no column that estimates its property"
+            raise InputError(
+                f"baseline={name} needs the task's physics_estimate (configs/task/*.yaml) or "
+                "baseline.column: this task names no column that estimates its property"
             )
-        if column not in columns:
-            raise ValueError(f"baseline column {column!r} is not one of {columns}")
+        self.columns = [column] if isinstance(column, str) else [str(c) for c in column]
+        given = f"column={self.columns if len(self.columns) != 1 else self.columns[0]}"
+        for unknown in (c for c in self.columns if c not in known):
+            close = get_close_matches(unknown, known, n=3)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise InputError(
+                f"{given}: {unknown} is not a column of {featurizer.name} "
+                f"({hint}it has {len(known)})"
+            )
+        if not self.columns or len(set(self.columns)) < len(self.columns):
+            raise InputError(f"{given}: give one column or more, each once")
         self.featurizer = featurizer
-        self.column = column
         self.name = name
-        self.index = columns.index(column)
+        self.indices = [known.index(c) for c in self.columns]
         self.store: FeatureStore | None = None
-        self.intercept, self.slope = 0.0, 1.0
+        self.intercept, self.slopes = 0.0, np.ones(len(self.columns))
+
+    @property
+    def column(self) -> str:
+        """The estimates' names, as messages give them."""
+        return " + ".join(self.columns)
 
     def open(
         self,
@@ -60,30 +80,41 @@ class LinearBaseline:
         found = {int(i): failed[int(i)] for i in mol_ids if int(i) in failed}
         present = np.array([i for i in np.asarray(mol_ids).tolist() if i not in found], np.int64)
         if len(present):
-            bad = ~np.isfinite(self.estimate(present))
+            bad = ~np.isfinite(self.estimate(present)).all(axis=1)
             found |= {int(i): f"no finite {self.column} estimate" for i in present[bad]}
         return found
 
     def estimate(self, mol_ids: np.ndarray) -> np.ndarray:
-        return self._opened().matrix(mol_ids)[:, self.index].astype(np.float64)
+        """The estimates of each molecule, [n, columns]."""
+        return self._opened().matrix(mol_ids)[:, self.indices].astype(np.float64)
 
     def fit(self, mol_ids: np.ndarray, y: np.ndarray) -> dict:
-        """Least squares of the training targets on the estimate; what it found."""
+        """Least squares of the training targets on the estimates; what it found."""
         x = self.estimate(mol_ids)
-        design = np.stack([np.ones_like(x), x], axis=1)
-        (self.intercept, self.slope), *_ = np.linalg.lstsq(design, y, rcond=None)
+        design = np.concatenate([np.ones((len(x), 1)), x], axis=1)
+        coefficients, *_ = np.linalg.lstsq(design, y, rcond=None)
+        self.restore(float(coefficients[0]), coefficients[1:].tolist())
         residual = y - self.values(mol_ids)
         return {
             "name": self.name,
-            "column": self.column,
+            "columns": list(self.columns),
             "intercept": float(self.intercept),
-            "slope": float(self.slope),
+            "slopes": [float(b) for b in self.slopes],
             "train_rmse": float(np.sqrt(np.mean(residual**2))),
         }
 
+    def restore(self, intercept: float, slopes: Sequence[float]) -> None:
+        """A fit found before (a checkpoint's): one slope per column."""
+        if len(slopes) != len(self.columns):
+            raise ValueError(
+                f"a fit of {len(slopes)} slope(s) for the {len(self.columns)} column(s) "
+                f"{self.columns}"
+            )
+        self.intercept, self.slopes = float(intercept), np.asarray(slopes, dtype=np.float64)
+
     def values(self, mol_ids: np.ndarray) -> np.ndarray:
         """The baseline's prediction of each molecule, in the property's units."""
-        return self.intercept + self.slope * self.estimate(mol_ids)
+        return self.intercept + self.estimate(mol_ids) @ self.slopes
 
     def _opened(self) -> FeatureStore:
         if self.store is None:

@@ -158,9 +158,13 @@ def read_trained_model(path: str | Path) -> tuple[TrainedModel, dict[str, Any]]:
     baseline = content.get(BASELINE_KEY)
     if baseline is not None:
         check_plain_data(baseline, source)
-        numbers = [baseline.get(k) for k in ("intercept", "slope")]
+        slopes = baseline.get("slopes")
+        numbers = [baseline.get("intercept"), *(slopes if isinstance(slopes, list) else [None])]
         if not all(isinstance(v, float) and math.isfinite(v) for v in numbers):
-            raise CheckpointError(f"ckpt_path={path}: its baseline's fit is not two numbers")
+            raise CheckpointError(
+                f"ckpt_path={path}: its baseline's fit is not an intercept and a list of "
+                "slopes, all finite numbers (a checkpoint of an older oodmol: train it again)"
+            )
     for key in ("task", "model"):
         if not isinstance(config.get(key), DictConfig):
             raise CheckpointError(f"ckpt_path={path}: its stored config has no {key}")

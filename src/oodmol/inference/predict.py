@@ -157,7 +157,10 @@ def _baseline(
             f"ckpt_path={trained.path} holds a baseline's fit but its config names none"
         )
     baseline.open(_table(lines, smiles), _cache(cfg).parent, cfg.progress, folder="predict")
-    baseline.intercept, baseline.slope = trained.baseline["intercept"], trained.baseline["slope"]
+    try:
+        baseline.restore(trained.baseline["intercept"], trained.baseline["slopes"])
+    except ValueError as error:
+        raise CheckpointError(f"ckpt_path={trained.path}: its baseline holds {error}") from None
     return baseline
 
 

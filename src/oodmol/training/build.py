@@ -22,7 +22,7 @@ CONFIG_KEY = "oodmol_config"
 RUN_KEY = "oodmol_run"  # the run's configuration key and identity
 STATISTICS_KEY = "oodmol_statistics"  # the training statistics the model was built from
 FEATURES_KEY = "oodmol_features"  # what the feature set learnt from the training split
-BASELINE_KEY = "oodmol_baseline"  # Δ-learning's fitted baseline (intercept, slope), if any
+BASELINE_KEY = "oodmol_baseline"  # Δ-learning's fitted baseline (intercept, slopes), if any
 
 
 def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:

@@ -172,12 +172,34 @@ def test_the_baseline_is_a_least_squares_line_of_its_column(tmp_path: Path) -> N
     table = MoleculeTable("t", np.arange(4), smiles, {"y": np.zeros(4)})
     baseline = LinearBaseline(PhysicsEstimates(conformers=Graph3D(seed=0)), "xtb_gap")
     baseline.open(table, tmp_path, progress=False)
-    gap = baseline.estimate(np.arange(4))
+    gap = baseline.estimate(np.arange(4))[:, 0]
     y = 3.0 - 2.0 * gap  # a property the estimate explains exactly
     facts = baseline.fit(np.arange(4), y)
-    assert (facts["intercept"], facts["slope"]) == pytest.approx((3.0, -2.0))
+    assert (facts["intercept"], *facts["slopes"]) == pytest.approx((3.0, -2.0))
     assert facts["train_rmse"] == pytest.approx(0, abs=1e-9)
     np.testing.assert_allclose(baseline.values(np.arange(4)), y)
     assert baseline.unusable(np.arange(4)) == {}
     with pytest.raises(ValueError, match="names no column"):
         LinearBaseline(PhysicsEstimates(), None)
+
+
+def test_a_baseline_of_several_columns_fits_each_its_own_slope(tmp_path: Path) -> None:
+    smiles = np.array(["O", "CCO", "C#N", "C", "CC(=O)O", "c1ccccc1"])
+    table = MoleculeTable("t", np.arange(6), smiles, {"y": np.zeros(6)})
+    columns = ["xtb_gap", "xtb_dipole"]
+    baseline = LinearBaseline(PhysicsEstimates(conformers=Graph3D(seed=0)), columns)
+    baseline.open(table, tmp_path, progress=False)
+    x = baseline.estimate(np.arange(6))
+    assert x.shape == (6, 2)
+    y = 1.0 + 4.0 * x[:, 0] - 0.5 * x[:, 1]  # a property the two explain exactly
+    facts = baseline.fit(np.arange(6), y)
+    assert facts["columns"] == columns
+    assert (facts["intercept"], *facts["slopes"]) == pytest.approx((1.0, 4.0, -0.5))
+    np.testing.assert_allclose(baseline.values(np.arange(6)), y)
+    with pytest.raises(ValueError, match="a fit of 1 slope"):
+        baseline.restore(1.0, [4.0])
+    with pytest.raises(ValueError, match="each once"):
+        LinearBaseline(PhysicsEstimates(), ["xtb_gap", "xtb_gap"])
+    unknown = r"xtb_gapp is not a column of physics \(did you mean xtb_gap"
+    with pytest.raises(ValueError, match=unknown):
+        LinearBaseline(PhysicsEstimates(), ["xtb_energy", "xtb_gapp"])

@@ -49,6 +49,11 @@ class RDKitDescriptors(LimitedFeaturizer):
                 )
         self.names: tuple[str, ...] = tuple(_FUNCTIONS) if names is None else tuple(names)
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The names of `x`'s entries."""
+        return self.names
+
     def params(self) -> dict:
         return {
             "version": 1,

@@ -30,6 +30,18 @@ class Joined(Featurizer):
     def joins(self) -> list[Featurizer]:
         return list(self.parts.values())
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The names of the joined vector's entries, where every part names its own (as
+        the physics estimates and RDKit's descriptors do); else none."""
+        named = [getattr(part, "columns", None) for part in self.parts.values()]
+        if any(names is None for names in named):
+            return ()
+        columns = tuple(name for names in named for name in names)
+        if len(set(columns)) < len(columns):
+            return ()  # a name two parts share would not say which part it means
+        return columns
+
     def params(self) -> dict:
         return {name: part.params() for name, part in self.parts.items()}
 
