@@ -8,12 +8,13 @@ log P less the ionisation shift at pH 7.4 (oodmol.data.featurize.physics), so th
 gets the noisy log P's slope. This bench asks whether a fit of several estimates, each
 with a slope of its own, extrapolates further: ALPB's log P, the ionisation shift, and
 RDKit's Crippen log P (`MolLogP`, an empirical atom-contribution estimate, one of the
-descriptors). Each row is a least-squares fit on the training molecules (no target of
-another set reaches it); its ID and OOD RMSE alone, then those of kernel ridge (RBF, on
-the standardised descriptors and physics estimates, its width and regularisation chosen
-on the validation molecules from a 3 × 3 grid) trained on what the fit leaves and
-predicting it back. The kernel model is scikit-learn's, the same for every row, not
-`model=krr_rbf`'s search: the rows compare baselines, not models. Molecules without
+descriptors). Each row is the run's own fit (`LinearBaseline`, as
+`baseline=physics_descriptors` makes it), least squares on the training molecules (no
+target of another set reaches it); its ID and OOD RMSE alone, then those of kernel
+ridge (RBF, on the standardised descriptors and physics estimates, its width and
+regularisation chosen on the validation molecules from a 3 × 3 grid) trained on what
+the fit leaves and predicting it back. The kernel model is scikit-learn's, the same for
+every row, not `model=krr_rbf`'s search: the rows compare baselines, not models. Molecules without
 physics estimates are left out, as a run leaves them out. Needs the task's descriptors
 and physics caches (built where missing, as a run builds them).
 """
@@ -21,11 +22,10 @@ and physics caches (built where missing, as a run builds them).
 from __future__ import annotations
 
 import numpy as np
-from rdkit.Chem import Descriptors
 from sklearn.kernel_ridge import KernelRidge
 
 from oodmol.config import compose_config
-from oodmol.data.featurize.physics import COLUMNS
+from oodmol.data.baseline import LinearBaseline
 from oodmol.training.build import build_datamodule
 
 FITS = (
@@ -36,12 +36,11 @@ FITS = (
     ("log_p", "MolLogP", "ionisation"),
 )
 SETS = ("train", "val", "id", "ood")
-NAMES = [*(name for name, _ in Descriptors._descList), *COLUMNS]  # the joined vector's
 
 
-def features() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def features():
     """Per set: the descriptors and physics estimates joined (molecules with estimates
-    only), and the targets."""
+    only), and the targets; and the data module that read them."""
     cfg = compose_config(
         "train",
         [
@@ -59,13 +58,16 @@ def features() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         ids = dm.set_ids[name]
         x[name] = dm.store.matrix(ids)
         y[name] = dm.data.y[dm.data.table.rows_of(ids)].astype(np.float64)
-    if x["train"].shape[1] != len(NAMES):
-        raise SystemExit(f"the joined vector has {x['train'].shape[1]} entries, not {len(NAMES)}")
-    return x, y
+    return x, y, dm
 
 
-def design(x: np.ndarray, columns: tuple[str, ...]) -> np.ndarray:
-    return np.stack([np.ones(len(x)), *(x[:, NAMES.index(c)] for c in columns)], axis=1)
+def fitted(dm, targets: np.ndarray, columns: tuple[str, ...]) -> tuple[dict, dict]:
+    """The run's own baseline (`baseline=physics_descriptors`) of `columns`, fitted on the
+    training molecules: what it found, and its values per set."""
+    baseline = LinearBaseline(dm.featurizer, columns, name="physics_descriptors")
+    baseline.open(dm.data.table, dm.data_dir, progress=False)
+    facts = baseline.fit(dm.set_ids["train"], targets)
+    return facts, {name: baseline.values(dm.set_ids[name]) for name in SETS}
 
 
 def rmse(prediction: np.ndarray, y: np.ndarray) -> float:
@@ -87,7 +89,7 @@ def kernel_ridge(z: dict, residual: dict, back: dict, y: dict) -> KernelRidge:
 
 
 def main() -> None:
-    x, y = features()
+    x, y, dm = features()
     mean = np.nanmean(x["train"], axis=0)
     scale = np.nanstd(x["train"], axis=0) + 1e-8
     z = {k: np.clip(np.nan_to_num((v - mean) / scale), -10, 10) for k, v in x.items()}
@@ -101,9 +103,8 @@ def main() -> None:
             back = {k: np.zeros(len(v)) for k, v in y.items()}
             slopes, alone = "", ""
         else:
-            coefficients, *_ = np.linalg.lstsq(design(x["train"], columns), y["train"], rcond=None)
-            back = {k: design(v, columns) @ coefficients for k, v in x.items()}
-            pairs = zip(columns, coefficients[1:], strict=True)
+            facts, back = fitted(dm, y["train"], columns)
+            pairs = zip(facts["columns"], facts["slopes"], strict=True)
             slopes = ", ".join(f"{column} {slope:+.3f}" for column, slope in pairs)
             alone = f"{rmse(back['id'], y['id']):.3f} / {rmse(back['ood'], y['ood']):.3f}"
         model = kernel_ridge(z, y["train"] - back["train"], back, y)

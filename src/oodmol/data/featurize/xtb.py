@@ -12,8 +12,7 @@ its convergence thresholds): a step there is steered by a gradient far larger th
 looser SCF's error, and each costs about a fifth less; the last two steps, which the
 criteria read, are always at `accuracy`. (ASE's BFGS only: geomeTRIC accepts or rejects
 its steps, and ends, on energy changes that a loose SCF would blur, so its SCFs all run
-at `accuracy`.) The optimiser is a library's, chosen by
-`optimizer`:
+at `accuracy`.) The optimiser is a library's, chosen by `optimizer`:
 
 - `"ase-bfgs"`: ASE's BFGS (`ase.optimize.BFGS`) on Cartesian coordinates, its initial
   Hessian geomeTRIC's model Hessian (Schlegel-type force constants of the molecule's
