@@ -206,6 +206,13 @@ CASES += [
         "baseline.featurizer.solvents=['hexane']: the estimates know water and octanol",
     ),
     Case(
+        "train_baseline_without_estimate",
+        "train.py",
+        train("baseline=physics"),  # the CSV task names no physics_estimate
+        2,
+        "baseline: this task names no column that estimates its property: baseline=physics",
+    ),
+    Case(
         "train_baseline_column",
         "train.py",
         train("baseline=physics_descriptors", "baseline.column=[log_p,MolLgP]"),

@@ -34,9 +34,9 @@ class LinearBaseline:
     ) -> None:
         known = list(getattr(featurizer, "columns", ()))
         if column is None:
-            raise InputError(
-                f"baseline={name} needs the task's physics_estimate (configs/task/*.yaml) or "
-                "baseline.column: this task names no column that estimates its property"
+            raise InputError(  # not "baseline=...: ", which would read as a setting of its key
+                f"this task names no column that estimates its property: baseline={name} "
+                "needs the task's physics_estimate (configs/task/*.yaml) or baseline.column"
             )
         self.columns = [column] if isinstance(column, str) else [str(c) for c in column]
         given = f"column={self.columns if len(self.columns) != 1 else self.columns[0]}"
