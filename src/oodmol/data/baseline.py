@@ -4,12 +4,13 @@ estimate leaves of the property, and its predictions add the estimate back.
 `LinearBaseline` reads one column of a physics feature cache (the task's
 `physics_estimate`, oodmol.data.featurize.physics), or several columns of a feature cache
 (`baseline=physics_descriptors`: the physics estimates beside RDKit's descriptors), and
-fits y ≈ a + Σ b_k · estimate_k on the training molecules alone (least squares), each
-estimate with a slope of its own; the run's model then trains on, and predicts, the
-residual, for any model (forest, MLP, kernel regression, graph networks), since only the
-targets change. A molecule without an estimate (no geometry, an SCF that failed, an
-element without a reference) is left out of the run, named and counted, as a molecule
-without features is.
+fits y ≈ a + Σ b_k · estimate_k on the training molecules alone (least squares, weighted
+by the run's training weights where it has them, `weighting=tails`, so the line leans on
+the ends of the range as the model does), each estimate with a slope of its own; the
+run's model then trains on, and predicts, the residual, for any model (forest, MLP,
+kernel regression, graph networks), since only the targets change. A molecule without
+an estimate (no geometry, an SCF that failed, an element without a reference) is left
+out of the run, named and counted, as a molecule without features is.
 """
 
 from __future__ import annotations
@@ -88,11 +89,13 @@ class LinearBaseline:
         """The estimates of each molecule, [n, columns]."""
         return self._opened().matrix(mol_ids)[:, self.indices].astype(np.float64)
 
-    def fit(self, mol_ids: np.ndarray, y: np.ndarray) -> dict:
-        """Least squares of the training targets on the estimates; what it found."""
+    def fit(self, mol_ids: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> dict:
+        """Least squares of the training targets on the estimates, each molecule counted
+        by its weight (None: all alike); what it found."""
         x = self.estimate(mol_ids)
         design = np.concatenate([np.ones((len(x), 1)), x], axis=1)
-        coefficients, *_ = np.linalg.lstsq(design, y, rcond=None)
+        root = np.ones(len(x)) if weights is None else np.sqrt(np.asarray(weights, np.float64))
+        coefficients, *_ = np.linalg.lstsq(design * root[:, None], y * root, rcond=None)
         self.restore(float(coefficients[0]), coefficients[1:].tolist())
         residual = y - self.values(mol_ids)
         return {
@@ -100,6 +103,7 @@ class LinearBaseline:
             "columns": list(self.columns),
             "intercept": float(self.intercept),
             "slopes": [float(b) for b in self.slopes],
+            "weighted": weights is not None,
             "train_rmse": float(np.sqrt(np.mean(residual**2))),
         }
 

@@ -223,8 +223,8 @@ class MoleculeDataModule(L.LightningDataModule):
         left_out = self._select_molecules(store)
         self._check_no_empty_set(left_out)
         feature_facts = self.features.fit(store, self.set_ids["train"])
-        baseline_facts = self._fit_baseline()
         weights = None if self.weighting is None else self.weighting(self.targets("train"))
+        baseline_facts = self._fit_baseline(weights)
         for name in self.set_ids:
             ids = self.set_ids[name]
             y = self.model_targets(name)
@@ -250,12 +250,13 @@ class MoleculeDataModule(L.LightningDataModule):
         log.info("features of %s: %s", self.task.name, facts)
         self.feature_facts = facts
 
-    def _fit_baseline(self) -> dict | None:
-        """The baseline fitted on the training molecules, and its values for every set."""
+    def _fit_baseline(self, weights: np.ndarray | None) -> dict | None:
+        """The baseline fitted on the training molecules (with the run's training weights,
+        if any), and its values for every set."""
         if self.baseline is None:
             self.set_offsets = {n: np.zeros(len(ids)) for n, ids in self.set_ids.items()}
             return None
-        facts = self.baseline.fit(self.set_ids["train"], self.targets("train"))
+        facts = self.baseline.fit(self.set_ids["train"], self.targets("train"), weights)
         self.set_offsets = {n: self.baseline.values(ids) for n, ids in self.set_ids.items()}
         return facts
 

@@ -203,3 +203,23 @@ def test_a_baseline_of_several_columns_fits_each_its_own_slope(tmp_path: Path) -
     unknown = r"xtb_gapp is not a column of physics \(did you mean xtb_gap"
     with pytest.raises(ValueError, match=unknown):
         LinearBaseline(PhysicsEstimates(), ["xtb_energy", "xtb_gapp"])
+
+
+def test_a_weighted_baseline_counts_a_molecule_as_often_as_its_weight(tmp_path: Path) -> None:
+    """Weighted least squares with integer weights is the plain fit of the molecules
+    repeated that many times: the known answer `weighting=tails` leans on."""
+    smiles = np.array(["O", "CCO", "C#N", "C", "CC(=O)O"])
+    table = MoleculeTable("t", np.arange(5), smiles, {"y": np.zeros(5)})
+    baseline = LinearBaseline(PhysicsEstimates(conformers=Graph3D(seed=0)), "xtb_gap")
+    baseline.open(table, tmp_path, progress=False)
+    y = np.array([0.3, -1.0, 2.5, 0.7, 1.9])  # no line through these
+    weights = np.array([1, 3, 1, 2, 1])
+    weighted = baseline.fit(np.arange(5), y, weights)
+    repeated = np.repeat(np.arange(5), weights)
+    plain = baseline.fit(repeated, y[repeated])
+    assert weighted["weighted"] and not plain["weighted"]
+    assert (weighted["intercept"], *weighted["slopes"]) == pytest.approx(
+        (plain["intercept"], *plain["slopes"])
+    )
+    unweighted = baseline.fit(np.arange(5), y)
+    assert unweighted["slopes"][0] != pytest.approx(plain["slopes"][0])
