@@ -86,6 +86,21 @@ def test_the_mean_with_a_baseline_is_the_baseline_alone(tiny: TinyTask) -> None:
         assert predicted == pytest.approx(expected, rel=1e-5)
 
 
+def test_training_weights_weight_the_baselines_line(tiny: TinyTask) -> None:
+    """With `weighting=tails` the line is fitted with the run's training weights: the
+    record says so, and its fit is not the plain one."""
+    fits = {}
+    for name, extra in (("unweighted", []), ("weighted", ["weighting=tails"])):
+        args = [*tiny.task_args(), *QUIET, "model=mean", "task.ood_size=10", *DELTA, *extra]
+        tiny.submit(name, ["train.py", *args, f"hydra.run.dir={tiny.root / name}"])
+    for name in ("unweighted", "weighted"):
+        tiny.result(name).ok()
+        fits[name] = json.loads((tiny.root / name / "metrics.json").read_text())["data"]["baseline"]
+    assert not fits["unweighted"]["weighted"] and fits["weighted"]["weighted"]
+    plain, weighted = fits["unweighted"]["slopes"][0], fits["weighted"]["slopes"][0]
+    assert weighted != pytest.approx(plain, rel=1e-3)
+
+
 def test_a_fit_of_several_estimates_gives_each_its_own_slope(tiny: TinyTask) -> None:
     """`baseline=physics_descriptors` with two columns, one physics estimate and one RDKit
     descriptor: every prediction of the mean is the fitted plane of the two, recomputed
