@@ -219,8 +219,13 @@ class Overrides:
             # a value the configs derive: where things live stays this installation's; a
             # derived node (`featurizer: ${model.representation.featurizer}`) follows the
             # settings it is derived from; a derived value (a precision) may be set
+            # (`baseline.column`: the task's estimate, or the list of estimates a run set)
             located = any(marker in str(node._value()) for marker in LOCATIONS)
-            if not located and not isinstance(value, Mapping | list | tuple):
+            if located or isinstance(value, Mapping):
+                return
+            if isinstance(value, list | tuple):
+                parent[name] = self._list(value, None, key)
+            else:
                 parent[name] = self._scalar(value, None, key)
         elif isinstance(value, Mapping):
             self._mapping(parent, name, value, key)

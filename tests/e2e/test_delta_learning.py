@@ -104,7 +104,8 @@ def test_training_weights_weight_the_baselines_line(tiny: TinyTask) -> None:
 def test_a_fit_of_several_estimates_gives_each_its_own_slope(tiny: TinyTask) -> None:
     """`baseline=physics_descriptors` with two columns, one physics estimate and one RDKit
     descriptor: every prediction of the mean is the fitted plane of the two, recomputed
-    here from the molecules alone (Crippen's log P by RDKit directly)."""
+    here from the molecules alone (Crippen's log P by RDKit directly), and `oodmol
+    predict` from the checkpoint reads the same two columns."""
     from rdkit import Chem
     from rdkit.Chem import Crippen
 
@@ -127,6 +128,7 @@ def test_a_fit_of_several_estimates_gives_each_its_own_slope(tiny: TinyTask) -> 
         crippen = Crippen.MolLogP(Chem.MolFromSmiles(smiles))
         expected = fit["intercept"] + fit["slopes"][0] * log_p + fit["slopes"][1] * crippen
         assert predicted == pytest.approx(expected, rel=1e-5)
+    predicts_as_the_run_did(tiny, run, "plane", 3, rtol=1e-6)  # the checkpoint's columns
 
 
 def test_both_together_reads_the_descriptors_beside_the_physics(tiny: TinyTask) -> None:

@@ -197,3 +197,25 @@ def test_nested_groups_and_name_templates_are_chosen(tmp_path: Path) -> None:
     stored = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in keep}
     again = rebuild(stored, "ckpt", keep)
     assert again.model.name == "soap-krr_rbf" and again.split.name == stored["split"]["name"]
+
+
+def test_a_derived_value_set_to_a_list_comes_back_and_its_items_are_values() -> None:
+    """`baseline.column` derives the task's estimate; a run that fitted several estimates
+    stored their list, which comes back (not the task's one estimate); a list holding
+    settings is refused."""
+    keep = (*KEEP, "baseline")
+    columns = ["log_p", "MolLogP", "ionisation"]
+    overrides = ["task=lipophilicity", "baseline=physics_descriptors", f"baseline.column={columns}"]
+    cfg = compose_config("train", [*overrides, "trainer=cpu"])
+    cfg.paths.output_dir = "/somewhere/else"
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    stored = {key: resolved[key] for key in keep}
+    assert list(rebuild(stored, "ckpt", keep).baseline.column) == columns
+    single = rebuild(changed(stored, "baseline.column", "log_d"), "ckpt", keep)
+    assert single.baseline.column == "log_d"
+    for planted, phrase in (
+        ([{"_target_": "os.system"}], "never build"),
+        ([{"column": "log_p"}], "holds a list of settings"),
+    ):
+        with pytest.raises(UntrustedConfigError, match=phrase):
+            rebuild(changed(stored, "baseline.column", planted), "ckpt", keep)
