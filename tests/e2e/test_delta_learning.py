@@ -88,7 +88,8 @@ def test_the_mean_with_a_baseline_is_the_baseline_alone(tiny: TinyTask) -> None:
 
 def test_training_weights_weight_the_baselines_line(tiny: TinyTask) -> None:
     """With `weighting=tails` the line is fitted with the run's training weights: the
-    record says so, and its fit is not the plain one."""
+    record says so, and its fit is not the plain one; `evaluate.py` scores the checkpoint
+    with the line it holds (a fit anew, without the weights, moved every prediction)."""
     fits = {}
     for name, extra in (("unweighted", []), ("weighted", ["weighting=tails"])):
         args = [*tiny.task_args(), *QUIET, "model=mean", "task.ood_size=10", *DELTA, *extra]
@@ -99,6 +100,12 @@ def test_training_weights_weight_the_baselines_line(tiny: TinyTask) -> None:
     assert not fits["unweighted"]["weighted"] and fits["weighted"]["weighted"]
     plain, weighted = fits["unweighted"]["slopes"][0], fits["weighted"]["slopes"][0]
     assert weighted != pytest.approx(plain, rel=1e-3)
+    run, rescored = tiny.root / "weighted", tiny.root / "weighted-rescored"
+    tested = json.loads((run / "metrics.json").read_text())["training"]["tested"]
+    checkpoint = run / "checkpoints" / f"{tested}.ckpt"
+    tiny.run(["evaluate.py", f"ckpt_path={checkpoint}", *QUIET, f"hydra.run.dir={rescored}"]).ok()
+    again = pd.read_csv(rescored / "predictions.csv")["y_pred"]
+    np.testing.assert_allclose(again, pd.read_csv(run / "predictions.csv")["y_pred"], rtol=1e-9)
 
 
 def test_a_fit_of_several_estimates_gives_each_its_own_slope(tiny: TinyTask) -> None:

@@ -61,7 +61,8 @@ class MoleculeDataModule(L.LightningDataModule):
     molecules, the model's targets are what it leaves of the property (`model_targets`,
     `train_targets`); `targets` stay the property's, and the run's predictions add
     `offsets` back. A molecule without the baseline's estimate is left out like one
-    without features.
+    without features. `baseline_fit` (a checkpoint's: intercept, slopes) takes the place
+    of the fit: a trained model is scored with the line it learnt the residual of.
 
     With `bootstrap_seed` the training *dataset* is a resample of the training molecules
     with replacement (same size, seeded), for bootstrap ensembles; feature and target
@@ -103,6 +104,7 @@ class MoleculeDataModule(L.LightningDataModule):
         group_by_size: bool = False,
         geometry_filter: dict[str, Featurizer] | None = None,
         baseline: LinearBaseline | None = None,
+        baseline_fit: dict | None = None,
         weighting: TailWeights | None = None,
         data_on_device: str | bool = "auto",
     ) -> None:
@@ -125,6 +127,7 @@ class MoleculeDataModule(L.LightningDataModule):
         self.geometry_filter = dict(geometry_filter or {})
         self.geometry_reports: dict[str, GeometryReport] = {}
         self.baseline = baseline
+        self.baseline_fit = baseline_fit
         self.weighting = weighting
         self.train_weights: np.ndarray | None = None
         self.set_offsets: dict[str, np.ndarray] = {}
@@ -252,11 +255,15 @@ class MoleculeDataModule(L.LightningDataModule):
 
     def _fit_baseline(self, weights: np.ndarray | None) -> dict | None:
         """The baseline fitted on the training molecules (with the run's training weights,
-        if any), and its values for every set."""
+        if any), or the fit given, and its values for every set."""
         if self.baseline is None:
             self.set_offsets = {n: np.zeros(len(ids)) for n, ids in self.set_ids.items()}
             return None
-        facts = self.baseline.fit(self.set_ids["train"], self.targets("train"), weights)
+        if self.baseline_fit is None:
+            facts = self.baseline.fit(self.set_ids["train"], self.targets("train"), weights)
+        else:
+            facts = dict(self.baseline_fit)
+            self.baseline.restore(facts["intercept"], facts["slopes"])
         self.set_offsets = {n: self.baseline.values(ids) for n, ids in self.set_ids.items()}
         return facts
 

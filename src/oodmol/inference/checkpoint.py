@@ -17,6 +17,7 @@ from typing import IO, Any
 import torch
 from omegaconf import DictConfig
 
+from oodmol.data.baseline import LinearBaseline
 from oodmol.errors import MissingFileError, UserError
 from oodmol.stored_config import check_plain_data, rebuild
 from oodmol.training.build import (
@@ -69,6 +70,20 @@ class TrainedModel:
     features: dict[str, Any]
     run_entry: dict[str, Any]
     baseline: dict[str, Any] | None = None
+
+    def restore_baseline(self, baseline: LinearBaseline | None) -> None:
+        """Put the checkpoint's Δ-learning fit into the baseline its config builds: the
+        line the model learnt the residual of, never one fitted anew."""
+        if self.baseline is None:
+            return
+        if baseline is None:
+            raise CheckpointError(
+                f"ckpt_path={self.path} holds a baseline's fit but its config names none"
+            )
+        try:
+            baseline.restore(self.baseline["intercept"], self.baseline["slopes"])
+        except ValueError as error:
+            raise CheckpointError(f"ckpt_path={self.path}: its baseline holds {error}") from None
 
 
 def read_checkpoint_file(path: str | Path, mmap: bool = False) -> dict[str, Any]:

@@ -152,15 +152,8 @@ def _baseline(
     if trained.baseline is None:
         return None
     baseline = build_baseline(trained.config)
-    if baseline is None:
-        raise CheckpointError(
-            f"ckpt_path={trained.path} holds a baseline's fit but its config names none"
-        )
+    trained.restore_baseline(baseline)
     baseline.open(_table(lines, smiles), _cache(cfg).parent, cfg.progress, folder="predict")
-    try:
-        baseline.restore(trained.baseline["intercept"], trained.baseline["slopes"])
-    except ValueError as error:
-        raise CheckpointError(f"ckpt_path={trained.path}: its baseline holds {error}") from None
     return baseline
 
 

@@ -39,7 +39,8 @@ def score_checkpoint(cfg: DictConfig, out_dir: Path) -> dict:
             run[group] = cfg[group]
     run.progress, run.num_workers = cfg.progress, cfg.num_workers
     L.seed_everything(run.seed)  # MC-dropout passes sample as in the run's own test
-    dm = build_datamodule(run)
+    dm = build_datamodule(run, baseline_fit=trained.baseline)
+    trained.restore_baseline(dm.baseline)  # refused here, in one line, if it does not fit
     dm.prepare_data()
     dm.setup("test")
     model = build_model(run, trained.statistics)

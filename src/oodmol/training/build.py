@@ -25,9 +25,10 @@ FEATURES_KEY = "oodmol_features"  # what the feature set learnt from the trainin
 BASELINE_KEY = "oodmol_baseline"  # Δ-learning's fitted baseline (intercept, slopes), if any
 
 
-def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
+def build_datamodule(cfg: DictConfig, baseline_fit: dict | None = None) -> MoleculeDataModule:
     """The run's data; where the uq estimator resamples (bootstrap), a member's training
-    set is a resample drawn with the run's seed, so every member draws a different one."""
+    set is a resample drawn with the run's seed, so every member draws a different one.
+    `baseline_fit`: a trained model's Δ-learning fit, used instead of fitting anew."""
     bootstrap = estimator_from_config(cfg.get("uq")).resamples
     return MoleculeDataModule(
         task=instantiate(cfg.task),
@@ -47,6 +48,7 @@ def build_datamodule(cfg: DictConfig) -> MoleculeDataModule:
         group_by_size=cfg.model.get("group_by_size", False),
         geometry_filter=geometry_featurizers(cfg.get("geometry_filter")),
         baseline=build_baseline(cfg),
+        baseline_fit=baseline_fit,
         weighting=build_weighting(cfg),
     )
 
