@@ -85,6 +85,9 @@ SELECTION_KEYS = ("conformers",)
 # featuriser settings that change nothing at these values (no second geometry stage: the
 # ETKDG + MMFF conformers of the runs made before geometries could be chosen)
 NEUTRAL_FEATURIZER_SETTINGS = {"optimizer": None}
+# Δ-learning's least-squares line, the way every baseline was fitted before the fit could
+# be chosen: left out at that value, so those runs keep their folders
+NEUTRAL_BASELINE_SETTINGS = {"fit": "least_squares"}
 # split settings every split config has that change nothing at these values (the test
 # sets never change; split.val=tail and split.subset change the training set)
 NEUTRAL_SPLIT_SETTINGS = {"val": "random", "subset": None}
@@ -128,6 +131,7 @@ def result_settings(cfg: DictConfig) -> dict[str, Any]:
         (tree, k) for k, v in NEUTRAL_RUN_SETTINGS.items() if k in tree and cfg.get(k) == v
     ]
     excluded += _neutral(tree.get("split"), NEUTRAL_SPLIT_SETTINGS)
+    excluded += _neutral(tree.get("baseline"), NEUTRAL_BASELINE_SETTINGS)
     for parent, key in excluded:
         parent[key] = PLACEHOLDER
     resolved = OmegaConf.to_container(OmegaConf.create(tree), resolve=True)
@@ -177,6 +181,8 @@ def run_identity(cfg: DictConfig) -> dict[str, Any]:
     if isinstance(part["split"], dict):
         for parent, key in _neutral(part["split"], NEUTRAL_SPLIT_SETTINGS):
             del parent[key]
+    for parent, key in _neutral(part["baseline"], NEUTRAL_BASELINE_SETTINGS):
+        del parent[key]
     return {
         "task": task.get("name"),
         "data": task.get("checksum") or task.get("source"),

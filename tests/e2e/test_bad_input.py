@@ -221,6 +221,13 @@ CASES += [
         "(did you mean MolLogP",
     ),
     Case(
+        "train_baseline_fit",
+        "train.py",
+        train(*PHYSICS, "baseline.fit=cubic"),
+        2,
+        "baseline.fit=cubic: not a way to fit the baseline (use one of",
+    ),
+    Case(
         "train_weighting_exponent",
         "train.py",
         train("weighting=tails", "weighting.exponent=-1"),

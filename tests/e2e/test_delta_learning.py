@@ -108,6 +108,49 @@ def test_training_weights_weight_the_baselines_line(tiny: TinyTask) -> None:
     np.testing.assert_allclose(again, pd.read_csv(run / "predictions.csv")["y_pred"], rtol=1e-9)
 
 
+def test_a_calibration_line_regresses_the_estimate_on_the_property(tiny: TinyTask) -> None:
+    """`baseline.fit=calibration`: the line is the estimate regressed on the property over
+    the training molecules, solved for the property (slope var(y)/cov(x, y)), recomputed
+    here by hand from the run's estimates; the record says so, the run has a key of its
+    own, and `evaluate.py` scores its checkpoint with the line it holds."""
+    from hydra.utils import instantiate
+
+    from oodmol.config import compose_config
+    from oodmol.data.task import load_split, load_task
+
+    args = [*tiny.task_args(), *QUIET, "model=mean", "task.ood_size=10", *DELTA]
+    runs = {"squares": [], "calibration": ["baseline.fit=calibration"]}
+    for name, extra in runs.items():
+        tiny.submit(name, ["train.py", *args, *extra, f"hydra.run.dir={tiny.root / name}"])
+    records = {}
+    for name in runs:
+        tiny.result(name).ok()
+        records[name] = json.loads((tiny.root / name / "metrics.json").read_text())
+    fit = records["calibration"]["data"]["baseline"]
+    assert fit["fit"] == "calibration" and "fit" not in records["squares"]["data"]["baseline"]
+    assert records["calibration"]["config_key"] != records["squares"]["config_key"]
+    cfg = compose_config("train", [*args, "baseline.fit=calibration"])
+    data = load_task(instantiate(cfg.task), tiny.data_dir, progress=False)
+    split = load_split(data, instantiate(cfg.split), tiny.data_dir)  # the run's own split
+    baseline = instantiate(cfg.baseline)
+    baseline.open(data.table, tiny.data_dir, progress=False)
+    train = np.array(
+        [i for i in split.sets["train"] if i not in baseline.unusable(split.sets["train"])]
+    )
+    x = baseline.estimate(train)[:, 0]
+    y = data.y[data.table.rows_of(train)].astype(np.float64)
+    slope = np.var(y) / np.cov(x, y, bias=True)[0, 1]
+    assert (fit["intercept"], *fit["slopes"]) == pytest.approx(
+        (y.mean() - slope * x.mean(), slope), rel=1e-6
+    )
+    run, rescored = tiny.root / "calibration", tiny.root / "calibration-rescored"
+    tested = records["calibration"]["training"]["tested"]
+    checkpoint = run / "checkpoints" / f"{tested}.ckpt"
+    tiny.run(["evaluate.py", f"ckpt_path={checkpoint}", *QUIET, f"hydra.run.dir={rescored}"]).ok()
+    again = pd.read_csv(rescored / "predictions.csv")["y_pred"]
+    np.testing.assert_allclose(again, pd.read_csv(run / "predictions.csv")["y_pred"], rtol=1e-9)
+
+
 def test_a_fit_of_several_estimates_gives_each_its_own_slope(tiny: TinyTask) -> None:
     """`baseline=physics_descriptors` with two columns, one physics estimate and one RDKit
     descriptor: every prediction of the mean is the fitted plane of the two, recomputed

@@ -11,6 +11,18 @@ run's model then trains on, and predicts, the residual, for any model (forest, M
 kernel regression, graph networks), since only the targets change. A molecule without
 an estimate (no geometry, an SCF that failed, an element without a reference) is left
 out of the run, named and counted, as a molecule without features is.
+
+Two ways to find the line (`baseline.fit`). `least_squares` regresses the property on
+the estimates: the best line for molecules like the training ones, but, where an
+estimate is noisy, its slope is attenuated (regression dilution), so the line pulls
+molecules at the ends of the range towards the training mean. An OOD split chooses its
+test molecules by their property, so that pull is the tails' bias. `calibration`
+regresses each estimate on the property, as one calibrates an instrument (x_k ≈ c_k +
+d_k · y), and solves for the property (with several estimates, weighted by the inverse
+covariance of what the regressions leave): for a molecule of any given property, its
+value is unbiased wherever that property lies, at the price of the estimates' noise
+carried over at full scale. Both are lines in the estimates: a checkpoint stores the
+intercept and slopes alike.
 """
 
 from __future__ import annotations
@@ -26,13 +38,21 @@ from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.errors import InputError
 
+FITS = ("least_squares", "calibration")
+
 
 class LinearBaseline:
     """a + Σ b_k · (column k of `featurizer`'s vectors), fitted on the training set."""
 
     def __init__(
-        self, featurizer: Featurizer, column: str | Sequence[str] | None, name: str = "physics"
+        self,
+        featurizer: Featurizer,
+        column: str | Sequence[str] | None,
+        name: str = "physics",
+        fit: str = "least_squares",
     ) -> None:
+        if fit not in FITS:
+            raise InputError(f"fit={fit}: not a way to fit the baseline (use one of {FITS})")
         known = list(getattr(featurizer, "columns", ()))
         if column is None:
             raise InputError(  # not "baseline=...: ", which would read as a setting of its key
@@ -52,6 +72,7 @@ class LinearBaseline:
             raise InputError(f"{given}: give one column or more, each once")
         self.featurizer = featurizer
         self.name = name
+        self.method = fit
         self.indices = [known.index(c) for c in self.columns]
         self.store: FeatureStore | None = None
         self.intercept, self.slopes = 0.0, np.ones(len(self.columns))
@@ -90,15 +111,24 @@ class LinearBaseline:
         return self._opened().matrix(mol_ids)[:, self.indices].astype(np.float64)
 
     def fit(self, mol_ids: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> dict:
-        """Least squares of the training targets on the estimates, each molecule counted
-        by its weight (None: all alike); what it found."""
+        """The line found on the training molecules and targets, each molecule counted by
+        its weight (None: all alike), by the baseline's `fit` method; what it found."""
         x = self.estimate(mol_ids)
-        design = np.concatenate([np.ones((len(x), 1)), x], axis=1)
-        root = np.ones(len(x)) if weights is None else np.sqrt(np.asarray(weights, np.float64))
-        coefficients, *_ = np.linalg.lstsq(design * root[:, None], y * root, rcond=None)
-        self.restore(float(coefficients[0]), coefficients[1:].tolist())
+        w = np.ones(len(x)) if weights is None else np.asarray(weights, np.float64)
+        y = np.asarray(y, np.float64)
+        if self.method == "calibration":
+            intercept, slopes = calibration_line(x, y, w)
+            if not np.isfinite([intercept, *slopes]).all():
+                raise InputError(
+                    f"baseline {self.column}: the estimates do not change with the property "
+                    "on the training molecules, so fit=calibration cannot solve for it "
+                    "(use baseline.fit=least_squares)"
+                )
+        else:
+            intercept, slopes = least_squares_line(x, y, w)
+        self.restore(intercept, slopes)
         residual = y - self.values(mol_ids)
-        return {
+        facts = {
             "name": self.name,
             "columns": list(self.columns),
             "intercept": float(self.intercept),
@@ -106,6 +136,9 @@ class LinearBaseline:
             "weighted": weights is not None,
             "train_rmse": float(np.sqrt(np.mean(residual**2))),
         }
+        if self.method != "least_squares":  # the records of earlier runs stay as they were
+            facts["fit"] = self.method
+        return facts
 
     def restore(self, intercept: float, slopes: Sequence[float]) -> None:
         """A fit found before (a checkpoint's): one slope per column."""
@@ -124,3 +157,30 @@ class LinearBaseline:
         if self.store is None:
             raise RuntimeError("LinearBaseline.open() first")
         return self.store
+
+
+def least_squares_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray]:
+    """Weighted least squares of y on the columns of x: intercept, slopes."""
+    design = np.concatenate([np.ones((len(x), 1)), x], axis=1)
+    root = np.sqrt(w)
+    coefficients, *_ = np.linalg.lstsq(design * root[:, None], y * root, rcond=None)
+    return float(coefficients[0]), coefficients[1:]
+
+
+def calibration_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray]:
+    """Each column of x regressed on y (x_k ≈ c_k + d_k · y, weighted), then y solved for
+    by generalised least squares with the covariance S of the regressions' residuals:
+    y = dᵀS⁻¹(x − c) / dᵀS⁻¹d, a line in x: intercept, slopes."""
+    design = np.stack([np.ones(len(y)), y], axis=1)
+    root = np.sqrt(w)
+    coefficients, *_ = np.linalg.lstsq(design * root[:, None], x * root[:, None], rcond=None)
+    offsets, gains = coefficients
+    left = x - design @ coefficients
+    covariance = (left * w[:, None]).T @ left / w.sum()
+    # a whisker on the diagonal keeps S invertible where an estimate follows y exactly
+    # (the slopes do not depend on S's scale)
+    whisker = 1e-10 * np.trace(covariance) / len(gains) + 1e-30
+    toward = np.linalg.solve(covariance + whisker * np.eye(len(gains)), gains)  # S⁻¹d
+    with np.errstate(divide="ignore", invalid="ignore"):  # no gain: not finite, refused
+        slopes = toward / (gains @ toward)
+    return float(-slopes @ offsets), slopes

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
+from omegaconf import open_dict
 
 from oodmol.config import compose_config, config_dir
 from oodmol.data.task import csv_task
@@ -137,3 +138,19 @@ def test_the_physics_estimates_version_is_part_of_the_key() -> None:
         InstantiationException, match=f"computes version {PhysicsEstimates.version}"
     ):
         instantiate(cfg.model.featurizer)
+
+
+def test_the_baselines_least_squares_line_keeps_the_key_it_had_before_the_choice() -> None:
+    """Δ runs made before `baseline.fit` existed fitted least squares: the setting at that
+    value leaves the key and identity as they were; the calibration line changes both."""
+    delta = ["model=mean", "baseline=physics", "task=qm9_homo"]
+    cfg = compose_config("train", delta)
+    assert cfg.baseline.fit == "least_squares"
+    before = compose_config("train", delta)
+    with open_dict(before):
+        del before.baseline["fit"]
+    assert config_key(cfg) == config_key(before)
+    assert run_identity(cfg) == run_identity(before)
+    calibrated = compose_config("train", [*delta, "baseline.fit=calibration"])
+    assert config_key(calibrated) != config_key(cfg)
+    assert run_identity(calibrated) != run_identity(cfg)
