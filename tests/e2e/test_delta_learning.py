@@ -117,6 +117,7 @@ def test_a_calibration_line_regresses_the_estimate_on_the_property(tiny: TinyTas
 
     from oodmol.config import compose_config
     from oodmol.data.task import load_split, load_task
+    from oodmol.report.collect import model_label
 
     args = [*tiny.task_args(), *QUIET, "model=mean", "task.ood_size=10", *DELTA]
     runs = {"squares": [], "calibration": ["baseline.fit=calibration"]}
@@ -128,6 +129,7 @@ def test_a_calibration_line_regresses_the_estimate_on_the_property(tiny: TinyTas
         records[name] = json.loads((tiny.root / name / "metrics.json").read_text())
     fit = records["calibration"]["data"]["baseline"]
     assert fit["fit"] == "calibration" and "fit" not in records["squares"]["data"]["baseline"]
+    assert model_label(records["calibration"]) == "mean Δphysics (fit=calibration)"
     assert records["calibration"]["config_key"] != records["squares"]["config_key"]
     cfg = compose_config("train", [*args, "baseline.fit=calibration"])
     data = load_task(instantiate(cfg.task), tiny.data_dir, progress=False)

@@ -45,7 +45,8 @@ class Collection:
 
 def model_label(record: dict[str, Any]) -> str:
     """The model's name with its Δ-learning baseline ("rf Δphysics"; "mean Δphysics" is
-    the baseline alone), its uq method ("mlp+ensemble"), its training weights and
+    the baseline alone) and that baseline's fit where not least squares ("rf Δphysics
+    (fit=calibration)"), its uq method ("mlp+ensemble"), its training weights and
     protocol where not the default ("mlp (weighting=tails)", "mlp (protocol=boom)") and
     its flags ("mlp [subset, shortened]"), so that
     each is a leaderboard column of its own."""
@@ -56,6 +57,8 @@ def model_label(record: dict[str, Any]) -> str:
     baseline = data.get("baseline") if isinstance(data, dict) else None
     if isinstance(baseline, dict) and baseline.get("name"):
         label += f" Δ{baseline['name']}"
+        if baseline.get("fit", "least_squares") != "least_squares":
+            label += f" (fit={baseline['fit']})"
     weighting = data.get("weighting") if isinstance(data, dict) else None
     if isinstance(weighting, dict) and weighting.get("name"):
         label += f" (weighting={weighting['name']})"

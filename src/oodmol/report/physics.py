@@ -19,7 +19,6 @@ from oodmol.plotting import save_figure
 from oodmol.report.boom_reference import boom_paper
 from oodmol.report.tables import flags
 
-PHYSICS_ALONE = "mean Δphysics"
 BOOM_MODEL, BOOM_OOD, BOOM_RATIO = (
     "BOOM's best: model",
     "BOOM's best: OOD RMSE",
@@ -55,6 +54,13 @@ def _unflagged(label: str) -> str:
     return label.split(" [")[0]
 
 
+def physics_alone(label: str) -> bool:
+    """The training mean with a Δ-learning baseline: the baseline's line alone ("mean
+    Δphysics", "mean Δphysics_descriptors (fit=calibration) (weighting=tails)")."""
+    words = _unflagged(label).split(" ")
+    return words[0] == "mean" and any(word.startswith("Δ") for word in words)
+
+
 def uses_physics(label: str) -> bool:
     """A model that reads the physics estimates: as its baseline, or in its representation
     ("physics-krr_rbf", "descriptors_physics-ridge")."""
@@ -87,11 +93,9 @@ def physics_table(rows: pd.DataFrame) -> pd.DataFrame:
     for task, part in rows.groupby("task"):
         line: dict = {"task": task}
         chosen = {
-            "physics alone": part[part["model"].map(_unflagged) == PHYSICS_ALONE],
+            "physics alone": part[part["model"].map(physics_alone)],
             "best without physics": part[~part["physics"]],
-            "best with physics": part[
-                part["physics"] & (part["model"].map(_unflagged) != PHYSICS_ALONE)
-            ],
+            "best with physics": part[part["physics"] & ~part["model"].map(physics_alone)],
         }
         for kind, candidates in chosen.items():
             best = candidates.loc[candidates["ood_rmse"].idxmin()] if len(candidates) else None
