@@ -21,7 +21,8 @@ regresses each estimate on the property, as one calibrates an instrument (x_k �
 d_k · y), and solves for the property (with several estimates, weighted by the inverse
 covariance of what the regressions leave): for a molecule of any given property, its
 value is unbiased wherever that property lies, at the price of the estimates' noise
-carried over at full scale. Both are lines in the estimates: a checkpoint stores the
+carried over at full scale. The two lines share their direction: calibration stretches
+the least-squares line about the training mean by 1/R². Both are lines in the estimates: a checkpoint stores the
 intercept and slopes alike.
 """
 

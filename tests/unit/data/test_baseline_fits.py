@@ -77,3 +77,20 @@ def test_a_weighted_calibration_counts_a_molecule_as_often_as_its_weight() -> No
     assert (weighted[0], *weighted[1]) == pytest.approx((plain[0], *plain[1]))
     unweighted = calibration_line(x, y, np.ones(30))
     assert unweighted[1][0] != pytest.approx(plain[1][0])
+
+
+def test_calibration_stretches_the_least_squares_line_by_one_over_r_squared() -> None:
+    """The classical and the inverse estimator share their direction (Sherman–Morrison):
+    the calibration line is the least-squares line stretched about the training mean by
+    1/R², R² that of the least-squares fit, weighted as it is."""
+    x, y = noisy_estimates(500, seed=4)
+    weights = np.random.default_rng(5).uniform(0.2, 3.0, len(y))
+    a, b = least_squares_line(x, y, weights)
+    mean = np.average(y, weights=weights)
+    fitted = a + x @ b
+    r_squared = 1 - np.average((y - fitted) ** 2, weights=weights) / np.average(
+        (y - mean) ** 2, weights=weights
+    )
+    intercept, slopes = calibration_line(x, y, weights)
+    np.testing.assert_allclose(slopes, b / r_squared, rtol=1e-9)
+    np.testing.assert_allclose(intercept + x @ slopes, mean + (fitted - mean) / r_squared)
