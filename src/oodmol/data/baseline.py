@@ -22,8 +22,8 @@ d_k · y), and solves for the property (with several estimates, weighted by the 
 covariance of what the regressions leave): for a molecule of any given property, its
 value is unbiased wherever that property lies, at the price of the estimates' noise
 carried over at full scale. The two lines share their direction: calibration stretches
-the least-squares line about the training mean by 1/R². Both are lines in the estimates: a checkpoint stores the
-intercept and slopes alike.
+the least-squares line about the training mean by 1/R². Both are lines in the estimates:
+a checkpoint stores the intercept and slopes alike.
 """
 
 from __future__ import annotations
