@@ -27,7 +27,7 @@ import numpy as np
 from sklearn.kernel_ridge import KernelRidge
 
 from oodmol.config import compose_config
-from oodmol.data.baseline import FITS, LinearBaseline
+from oodmol.data.baseline import LINES, LinearBaseline
 from oodmol.training.build import build_datamodule
 
 COLUMNS = (
@@ -102,7 +102,7 @@ def main() -> None:
         "| kernel ridge on the rest: ID / OOD |"
     )
     print("|---|---|---|---|---|")
-    rows = [("none", None, ""), *((" + ".join(c), c, fit) for c in COLUMNS for fit in FITS)]
+    rows = [("none", None, ""), *((" + ".join(c), c, fit) for c in COLUMNS for fit in LINES)]
     for label, columns, fit in rows:
         if columns is None:
             back = {k: np.zeros(len(v)) for k, v in y.items()}

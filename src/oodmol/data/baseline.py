@@ -39,8 +39,6 @@ from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.errors import InputError
 
-FITS = ("least_squares", "calibration")
-
 
 class LinearBaseline:
     """a + Σ b_k · (column k of `featurizer`'s vectors), fitted on the training set."""
@@ -52,8 +50,10 @@ class LinearBaseline:
         name: str = "physics",
         fit: str = "least_squares",
     ) -> None:
-        if fit not in FITS:
-            raise InputError(f"fit={fit}: not a way to fit the baseline (use one of {FITS})")
+        if fit not in LINES:
+            raise InputError(
+                f"fit={fit}: not a way to fit the baseline (use one of {tuple(LINES)})"
+            )
         known = list(getattr(featurizer, "columns", ()))
         if column is None:
             raise InputError(  # not "baseline=...: ", which would read as a setting of its key
@@ -117,16 +117,13 @@ class LinearBaseline:
         x = self.estimate(mol_ids)
         w = np.ones(len(x)) if weights is None else np.asarray(weights, np.float64)
         y = np.asarray(y, np.float64)
-        if self.method == "calibration":
-            intercept, slopes = calibration_line(x, y, w)
-            if not np.isfinite([intercept, *slopes]).all():
-                raise InputError(
-                    f"baseline {self.column}: the estimates do not change with the property "
-                    "on the training molecules, so fit=calibration cannot solve for it "
-                    "(use baseline.fit=least_squares)"
-                )
-        else:
-            intercept, slopes = least_squares_line(x, y, w)
+        intercept, slopes = LINES[self.method](x, y, w)
+        if not np.isfinite([intercept, *slopes]).all():  # calibration: no gain to invert
+            raise InputError(
+                f"baseline {self.column}: the estimates do not change with the property "
+                f"on the training molecules, so fit={self.method} cannot solve for it "
+                "(use baseline.fit=least_squares)"
+            )
         self.restore(intercept, slopes)
         residual = y - self.values(mol_ids)
         facts = {
@@ -160,11 +157,17 @@ class LinearBaseline:
         return self.store
 
 
+def weighted_least_squares(design: np.ndarray, target: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The coefficients of `target` (a vector or columns) on `design`, each row counted by
+    its weight."""
+    root = np.sqrt(w)
+    scaled = target * (root[:, None] if target.ndim == 2 else root)
+    return np.linalg.lstsq(design * root[:, None], scaled, rcond=None)[0]
+
+
 def least_squares_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, np.ndarray]:
     """Weighted least squares of y on the columns of x: intercept, slopes."""
-    design = np.concatenate([np.ones((len(x), 1)), x], axis=1)
-    root = np.sqrt(w)
-    coefficients, *_ = np.linalg.lstsq(design * root[:, None], y * root, rcond=None)
+    coefficients = weighted_least_squares(np.column_stack([np.ones(len(x)), x]), y, w)
     return float(coefficients[0]), coefficients[1:]
 
 
@@ -172,10 +175,12 @@ def calibration_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float
     """Each column of x regressed on y (x_k ≈ c_k + d_k · y, weighted), then y solved for
     by generalised least squares with the covariance S of the regressions' residuals:
     y = dᵀS⁻¹(x − c) / dᵀS⁻¹d, a line in x: intercept, slopes."""
-    design = np.stack([np.ones(len(y)), y], axis=1)
-    root = np.sqrt(w)
-    coefficients, *_ = np.linalg.lstsq(design * root[:, None], x * root[:, None], rcond=None)
+    design = np.column_stack([np.ones(len(y)), y])
+    coefficients = weighted_least_squares(design, x, w)
     offsets, gains = coefficients
+    spread = np.sqrt(np.average((y - np.average(y, weights=w)) ** 2, weights=w))
+    if np.all(np.abs(gains) * spread <= 1e-9 * np.abs(x).max(axis=0, initial=0)):
+        return float("nan"), np.full(len(gains), np.nan)  # round-off, not a gain: refused
     left = x - design @ coefficients
     covariance = (left * w[:, None]).T @ left / w.sum()
     # a whisker on the diagonal keeps S invertible where an estimate follows y exactly
@@ -185,3 +190,7 @@ def calibration_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float
     with np.errstate(divide="ignore", invalid="ignore"):  # no gain: not finite, refused
         slopes = toward / (gains @ toward)
     return float(-slopes @ offsets), slopes
+
+
+# each way `baseline.fit` names to find the line: (x, y, weights) → intercept, slopes
+LINES = {"least_squares": least_squares_line, "calibration": calibration_line}

@@ -94,3 +94,18 @@ def test_calibration_stretches_the_least_squares_line_by_one_over_r_squared() ->
     intercept, slopes = calibration_line(x, y, weights)
     np.testing.assert_allclose(slopes, b / r_squared, rtol=1e-9)
     np.testing.assert_allclose(intercept + x @ slopes, mean + (fitted - mean) / r_squared)
+
+
+def test_a_calibration_of_an_estimate_that_ignores_the_property_is_refused_in_one_line() -> None:
+    """An estimate constant over the training molecules has no gain to invert: the fit
+    says so and names the way out, instead of a line of infinities."""
+    from oodmol.data.baseline import LinearBaseline
+    from oodmol.data.featurize.physics import PhysicsEstimates
+    from oodmol.errors import InputError
+
+    baseline = LinearBaseline(PhysicsEstimates(), "xtb_gap", fit="calibration")
+    baseline.estimate = lambda ids: np.full((len(ids), 1), 0.3)  # the cache, stood in for
+    with pytest.raises(InputError, match=r"fit=calibration cannot solve for it \(use baseline"):
+        baseline.fit(np.arange(5), np.array([0.1, 0.5, 0.2, 0.9, 0.4]))
+    with pytest.raises(InputError, match="fit=cubic: not a way to fit the baseline"):
+        LinearBaseline(PhysicsEstimates(), "xtb_gap", fit="cubic")
