@@ -226,6 +226,17 @@ def test_metrics_agree_with_predictions_file(tiny: TinyTask, model: str) -> None
             expected |= hand_binned(part["y_true"], part["y_pred"], metrics["train_median"])
         for key, value in expected.items():
             assert same_number(metrics[name][key], value), (name, key, metrics[name][key], value)
+    # the stretched predictions: the validation rows' line ŷ ≈ c + d·y, solved for y
+    val = pd.read_csv(run / "predictions.csv").query("set == 'val'")
+    d, c = np.polyfit(val["y_true"], val["y_pred"], 1)
+    ood = rows[rows["set"] == "ood"]
+    stretched = metrics["stretched"]
+    assert (stretched["slope"], stretched["intercept"]) == (
+        pytest.approx(1 / d),
+        pytest.approx(-c / d),
+    )
+    by_hand = hand_metrics(ood["y_true"], (ood["y_pred"] - c) / d)["rmse"]
+    assert stretched["ood"]["rmse"] == pytest.approx(by_hand, rel=1e-9)
 
 
 @slow

@@ -35,6 +35,7 @@ def physics_rows(runs: pd.DataFrame) -> pd.DataFrame:
     record) is a full run and keeps its flag in its label; a subset or a shortened run is
     not one."""
     runs = runs[[set(flags(m)) <= FULL_RUN_FLAGS for m in runs["model"]]]
+    runs = pd.concat([runs, stretched_runs(runs)], ignore_index=True)
     rows = (
         runs.groupby(["task", "model"])
         .agg(
@@ -47,6 +48,19 @@ def physics_rows(runs: pd.DataFrame) -> pd.DataFrame:
     rows["ratio"] = rows["ood_rmse"] / rows["id_rmse"]
     rows["physics"] = rows["model"].map(uses_physics)
     return rows
+
+
+def stretched_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each run that recorded its stretch by the validation line (`oodmol.metrics.stretch`)
+    once more, as a model of its own: "<label> (stretched)", with the stretched metrics."""
+    if "stretched.ood.rmse" not in runs:
+        return runs.iloc[:0]
+    stretched = runs[runs["stretched.ood.rmse"].notna()].copy()
+    for name in ("id.rmse", "ood.rmse"):
+        stretched[name] = stretched[f"stretched.{name}"].astype(float)
+    parts = stretched["model"].str.partition(" [")  # the label, " [", its flags
+    stretched["model"] = parts[0] + " (stretched)" + parts[1] + parts[2]
+    return stretched
 
 
 def _unflagged(label: str) -> str:

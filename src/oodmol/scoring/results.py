@@ -18,6 +18,7 @@ from oodmol.io import atomic_write_text
 from oodmol.metrics.extrapolation import extrapolation_metrics
 from oodmol.metrics.plots import parity_plot
 from oodmol.metrics.sets import compute_metrics
+from oodmol.metrics.stretch import stretched_section
 from oodmol.predictions import PREDICTIONS_FILE, SetPredictions
 from oodmol.provenance import package_versions
 from oodmol.run_record import RunRecord
@@ -84,7 +85,8 @@ def scored(
     *,
     train_range: tuple[float, float] | None = None,
 ) -> tuple[RunRecord, UncertaintyReport | None]:
-    """`record` with the sets' regression, extrapolation and uncertainty metrics, the
+    """`record` with the sets' regression, extrapolation and uncertainty metrics (and
+    those of the predictions stretched by the validation line, `oodmol.metrics.stretch`), the
     training median the OOD set's binned R² split at (and the training range, where
     given), and the package versions; the uncertainty report behind the figures. Nothing
     is written."""
@@ -101,6 +103,9 @@ def scored(
             train_median,
             train_range,
         )
+    stretched = stretched_section(sets, train_median, train_range)
+    if stretched is not None:
+        sections["stretched"] = stretched
     uq = record.uq
     if uncertainty is not None:
         uq = uncertainty.metrics["uq"]

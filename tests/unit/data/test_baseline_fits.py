@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oodmol.data.baseline import calibration_line, least_squares_line
+from oodmol.lines import calibration_line, least_squares_line
 
 
 def noisy_estimates(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

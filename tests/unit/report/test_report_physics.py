@@ -74,6 +74,29 @@ def test_runs_that_left_out_unrepresentable_molecules_count_subsets_do_not() -> 
     assert not rows.loc["rf", "physics"]
 
 
+def test_a_run_with_a_stretch_is_also_a_model_of_its_own() -> None:
+    """A run that recorded its stretched predictions stands twice: as itself, and as
+    "<label> (stretched)" with the stretched RMSE (flags kept last); a run recorded
+    before the stretch, or whose stretch was refused, only once."""
+    runs = pd.DataFrame(
+        {
+            "task": ["lipophilicity"] * 3,
+            "model": ["chemprop Δphysics [left_out]", "rf", "mlp"],
+            "ood.rmse": [1.0, 1.5, 1.4],
+            "id.rmse": [0.5, 0.6, 0.6],
+            "stretched.ood.rmse": [0.9, float("nan"), 1.3],
+            "stretched.id.rmse": [0.6, float("nan"), 0.7],
+            "seed": [0, 0, 0],
+        }
+    )
+    rows = physics_rows(runs.drop(index=2)).set_index("model")
+    stretched = rows.loc["chemprop Δphysics (stretched) [left_out]"]
+    assert (stretched["ood_rmse"], stretched["id_rmse"], stretched["physics"]) == (0.9, 0.6, True)
+    assert len(rows) == 3 and rows.loc["chemprop Δphysics [left_out]", "ood_rmse"] == 1.0
+    older = runs.drop(columns=["stretched.ood.rmse", "stretched.id.rmse"])
+    assert len(physics_rows(older)) == 3
+
+
 @pytest.mark.parametrize(
     ("label", "reads_physics"),
     [
