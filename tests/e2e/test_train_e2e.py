@@ -272,6 +272,8 @@ def test_csv_and_tensorboard_loggers_write_their_files(tiny: TinyTask) -> None:
     tested = log.dropna(subset=["test/ood/rmse"])
     assert len(tested) == 1
     assert same_number(float(tested["test/ood/rmse"].iloc[0]), metrics_of(run)["ood"]["rmse"])
+    stretched = float(tested["test/stretched/ood/rmse"].iloc[0])
+    assert same_number(stretched, metrics_of(run)["stretched"]["ood"]["rmse"])
     events = list((run / "tensorboard").rglob("events.out.tfevents.*"))
     assert events and all(e.stat().st_size > 0 for e in events)
 

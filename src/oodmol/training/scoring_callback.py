@@ -146,7 +146,7 @@ def _log_everywhere(trainer: L.Trainer, metrics: dict, figures: dict, output_dir
         for k, v in metrics[s].items()
         if isinstance(v, int | float) and np.isfinite(v)
     }
-    for section in ("uq", "uq_recalibrated"):  # the metric subtrees, not method or member
+    for section in ("uq", "uq_recalibrated", "stretched"):  # metric subtrees, not method
         tree = {k: v for k, v in metrics.get(section, {}).items() if isinstance(v, dict)}
         flat.update(_flatten(tree, f"test/{section}"))
     for logger in trainer.loggers:
