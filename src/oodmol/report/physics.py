@@ -3,7 +3,8 @@ report`) wherever a folder holds runs that read the physics estimates: per task,
 alone (`model=mean baseline=physics`), the best model without physics and the best with
 it (Δ-learning or the estimates as features), each beside BOOM's best model of the task
 (its Tables 7 and 9), with their OOD/ID ratios (physics.csv, physics.md); and a figure of
-OOD RMSE relative to BOOM's best (physics.png, physics.svg).
+OOD RMSE relative to BOOM's best (physics.png, physics.svg). A run's predictions stretched
+by its validation line compete as a model of their own ("<label> (stretched)").
 """
 
 from __future__ import annotations
