@@ -27,7 +27,8 @@ import numpy as np
 from sklearn.kernel_ridge import KernelRidge
 
 from oodmol.config import compose_config
-from oodmol.data.baseline import LINES, LinearBaseline
+from oodmol.data.baseline import LinearBaseline
+from oodmol.lines import LINES
 from oodmol.training.build import build_datamodule
 
 COLUMNS = (

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from oodmol.errors import MissingFileError
 from oodmol.io import file_digest
+from oodmol.lines import DEFAULT_LINE
 
 KEY_LENGTH = 8
 MEMBERS_DIR = "members"  # an ensemble's members train in <run dir>/members/<k>
@@ -87,7 +88,7 @@ SELECTION_KEYS = ("conformers",)
 NEUTRAL_FEATURIZER_SETTINGS = {"optimizer": None}
 # Δ-learning's least-squares line, the way every baseline was fitted before the fit could
 # be chosen: left out at that value, so those runs keep their folders
-NEUTRAL_BASELINE_SETTINGS = {"fit": "least_squares"}
+NEUTRAL_BASELINE_SETTINGS = {"fit": DEFAULT_LINE}
 # split settings every split config has that change nothing at these values (the test
 # sets never change; split.val=tail and split.subset change the training set)
 NEUTRAL_SPLIT_SETTINGS = {"val": "random", "subset": None}

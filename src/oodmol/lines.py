@@ -46,3 +46,9 @@ def calibration_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float
     with np.errstate(divide="ignore", invalid="ignore"):  # no gain: not finite, refused
         slopes = toward / (gains @ toward)
     return float(-slopes @ offsets), slopes
+
+
+# each line by the name `baseline.fit` gives it: (x, y, weights) → intercept, slopes
+LINES = {"least_squares": least_squares_line, "calibration": calibration_line}
+# the fit a run gets when it names none (and its records, keys and labels leave unsaid)
+DEFAULT_LINE = "least_squares"

@@ -38,7 +38,7 @@ from oodmol.data.featurize.base import Featurizer
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
 from oodmol.errors import InputError
-from oodmol.lines import calibration_line, least_squares_line
+from oodmol.lines import DEFAULT_LINE, LINES
 
 
 class LinearBaseline:
@@ -49,7 +49,7 @@ class LinearBaseline:
         featurizer: Featurizer,
         column: str | Sequence[str] | None,
         name: str = "physics",
-        fit: str = "least_squares",
+        fit: str = DEFAULT_LINE,
     ) -> None:
         if fit not in LINES:
             raise InputError(
@@ -123,7 +123,7 @@ class LinearBaseline:
             raise InputError(
                 f"baseline {self.column}: the estimates do not change with the property "
                 f"on the training molecules, so fit={self.method} cannot solve for it "
-                "(use baseline.fit=least_squares)"
+                f"(use baseline.fit={DEFAULT_LINE})"
             )
         self.restore(intercept, slopes)
         residual = y - self.values(mol_ids)
@@ -135,7 +135,7 @@ class LinearBaseline:
             "weighted": weights is not None,
             "train_rmse": float(np.sqrt(np.mean(residual**2))),
         }
-        if self.method != "least_squares":  # the records of earlier runs stay as they were
+        if self.method != DEFAULT_LINE:  # the records of earlier runs stay as they were
             facts["fit"] = self.method
         return facts
 
@@ -156,7 +156,3 @@ class LinearBaseline:
         if self.store is None:
             raise RuntimeError("LinearBaseline.open() first")
         return self.store
-
-
-# each way `baseline.fit` names to find the line: (x, y, weights) → intercept, slopes
-LINES = {"least_squares": least_squares_line, "calibration": calibration_line}

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from oodmol.errors import InputError
+from oodmol.lines import DEFAULT_LINE
 from oodmol.metrics.regression import binned_r2, pearson_r2
 from oodmol.predictions import PREDICTIONS_FILE, read_predictions_file
 from oodmol.run_record import REQUIRED_METRICS, iter_runs
@@ -57,7 +58,7 @@ def model_label(record: dict[str, Any]) -> str:
     baseline = data.get("baseline") if isinstance(data, dict) else None
     if isinstance(baseline, dict) and baseline.get("name"):
         label += f" Δ{baseline['name']}"
-        if baseline.get("fit", "least_squares") != "least_squares":
+        if baseline.get("fit", DEFAULT_LINE) != DEFAULT_LINE:
             label += f" (fit={baseline['fit']})"
     weighting = data.get("weighting") if isinstance(data, dict) else None
     if isinstance(weighting, dict) and weighting.get("name"):
