@@ -57,6 +57,8 @@ def stretched_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if "stretched.ood.rmse" not in runs:
         return runs.iloc[:0]
     stretched = runs[runs["stretched.ood.rmse"].notna()].copy()
+    if stretched.empty:  # (an empty column has no partition to take apart)
+        return stretched
     for name in ("id.rmse", "ood.rmse"):
         stretched[name] = stretched[f"stretched.{name}"].astype(float)
     parts = stretched["model"].str.partition(" [")  # the label, " [", its flags

@@ -95,6 +95,8 @@ def test_a_run_with_a_stretch_is_also_a_model_of_its_own() -> None:
     assert len(rows) == 3 and rows.loc["chemprop Δphysics [left_out]", "ood_rmse"] == 1.0
     older = runs.drop(columns=["stretched.ood.rmse", "stretched.id.rmse"])
     assert len(physics_rows(older)) == 3
+    shortened = runs.assign(model=["rf [shortened]", "mlp [shortened]", "rf [subset]"])
+    assert physics_rows(shortened).empty
 
 
 @pytest.mark.parametrize(
