@@ -218,7 +218,8 @@ def test_train_run_writes_its_result_files(tiny: TinyTask, model: str) -> None:
 def test_metrics_agree_with_predictions_file(tiny: TinyTask, model: str) -> None:
     run = run_dir(tiny, model)
     metrics = metrics_of(run)
-    rows = scored_rows(pd.read_csv(run / "predictions.csv"))
+    predictions = pd.read_csv(run / "predictions.csv")
+    rows = scored_rows(predictions)
     for name in ("id", "ood"):
         part = rows[rows["set"] == name]
         expected = hand_metrics(part["y_true"], part["y_pred"])
@@ -227,7 +228,7 @@ def test_metrics_agree_with_predictions_file(tiny: TinyTask, model: str) -> None
         for key, value in expected.items():
             assert same_number(metrics[name][key], value), (name, key, metrics[name][key], value)
     # the stretched predictions: the validation rows' line ŷ ≈ c + d·y, solved for y
-    val = pd.read_csv(run / "predictions.csv").query("set == 'val'")
+    val = predictions[predictions["set"] == "val"]
     d, c = np.polyfit(val["y_true"], val["y_pred"], 1)
     ood = rows[rows["set"] == "ood"]
     stretched = metrics["stretched"]

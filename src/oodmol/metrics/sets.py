@@ -1,5 +1,6 @@
 """The regression sections of metrics.json: metrics of the ID and OOD sets, BOOM's binned
-R² on the OOD set, and a stop on non-finite predictions before any of them."""
+R² on the OOD set, and a stop on non-finite predictions before any of them; and the
+extrapolation section of the same sets."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from oodmol.metrics.extrapolation import extrapolation_metrics
 from oodmol.metrics.regression import binned_r2, check_finite_predictions, regression_metrics
 from oodmol.predictions import SetPredictions
 
@@ -30,3 +32,17 @@ def compute_metrics(sets: Mapping[str, SetPredictions], train_median: float) -> 
         tails = binned_r2(sets["ood"].y_true, sets["ood"].y_pred, train_median)
         metrics["ood"].update(tails)
     return metrics
+
+
+def extrapolation_section(
+    sets: Mapping[str, SetPredictions],
+    train_median: float,
+    train_range: tuple[float, float] | None,
+) -> dict | None:
+    """`oodmol.metrics.extrapolation`'s measures of the ID and OOD sets; None without both."""
+    if "id" not in sets or "ood" not in sets:
+        return None
+    test_id, ood = sets["id"], sets["ood"]
+    return extrapolation_metrics(
+        test_id.y_true, test_id.y_pred, ood.y_true, ood.y_pred, train_median, train_range
+    )

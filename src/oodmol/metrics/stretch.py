@@ -21,8 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from oodmol.lines import calibration_line
-from oodmol.metrics.extrapolation import extrapolation_metrics
-from oodmol.metrics.sets import compute_metrics
+from oodmol.metrics.sets import compute_metrics, extrapolation_section
 from oodmol.predictions import SetPredictions
 
 # fewer validation molecules than this give no line worth solving
@@ -59,12 +58,5 @@ def stretched_section(
     }
     section |= {"intercept": intercept, "slope": slope}
     section |= compute_metrics(stretched, train_median)
-    section["extrapolation"] = extrapolation_metrics(
-        stretched["id"].y_true,
-        stretched["id"].y_pred,
-        stretched["ood"].y_true,
-        stretched["ood"].y_pred,
-        train_median,
-        train_range,
-    )
+    section["extrapolation"] = extrapolation_section(stretched, train_median, train_range)
     return section

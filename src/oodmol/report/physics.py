@@ -57,13 +57,17 @@ def stretched_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if "stretched.ood.rmse" not in runs:
         return runs.iloc[:0]
     stretched = runs[runs["stretched.ood.rmse"].notna()].copy()
-    if stretched.empty:  # (an empty column has no partition to take apart)
-        return stretched
     for name in ("id.rmse", "ood.rmse"):
         stretched[name] = stretched[f"stretched.{name}"].astype(float)
-    parts = stretched["model"].str.partition(" [")  # the label, " [", its flags
-    stretched["model"] = parts[0] + " (stretched)" + parts[1] + parts[2]
+    stretched["model"] = stretched["model"].map(_stretched_label)
     return stretched
+
+
+def _stretched_label(label: str) -> str:
+    """ "<label> (stretched)", its flags kept last ("rf [left_out]" → "rf (stretched)
+    [left_out]")."""
+    name, bracket, flagged = label.partition(" [")
+    return f"{name} (stretched){bracket}{flagged}"
 
 
 def _unflagged(label: str) -> str:

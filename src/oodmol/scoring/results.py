@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 
 from oodmol.io import atomic_write_text
-from oodmol.metrics.extrapolation import extrapolation_metrics
 from oodmol.metrics.plots import parity_plot
-from oodmol.metrics.sets import compute_metrics
+from oodmol.metrics.sets import compute_metrics, extrapolation_section
 from oodmol.metrics.stretch import stretched_section
 from oodmol.predictions import PREDICTIONS_FILE, SetPredictions
 from oodmol.provenance import package_versions
@@ -94,18 +93,11 @@ def scored(
     sections: dict = {"train_median": float(train_median)}
     if train_range is not None:
         sections["train_range"] = [float(train_range[0]), float(train_range[1])]
-    if "id" in sets and "ood" in sets:
-        sections["extrapolation"] = extrapolation_metrics(
-            sets["id"].y_true,
-            sets["id"].y_pred,
-            sets["ood"].y_true,
-            sets["ood"].y_pred,
-            train_median,
-            train_range,
-        )
+    extrapolation = extrapolation_section(sets, train_median, train_range)
     stretched = stretched_section(sets, train_median, train_range)
-    if stretched is not None:
-        sections["stretched"] = stretched
+    for name, section in (("extrapolation", extrapolation), ("stretched", stretched)):
+        if section is not None:
+            sections[name] = section
     uq = record.uq
     if uncertainty is not None:
         uq = uncertainty.metrics["uq"]
