@@ -25,7 +25,28 @@ def test_descriptors_known_values_for_ethanol(descriptors):
     assert value["MolWt"] == pytest.approx(46.069, abs=1e-3)
     assert value["NumHDonors"] == 1
     assert value["HeavyAtomCount"] == 3
-    assert np.isfinite(x).all()
+    assert np.isnan(value["Kappa3"])  # no path of three bonds
+    assert np.isfinite(np.delete(x, descriptors.names.index("Kappa3"))).all()
+
+
+@pytest.mark.parametrize(
+    ("smiles", "undefined"),
+    [
+        ("CCCC", set()),
+        ("CC(C)(C)O", {"Kappa3"}),  # RDKit's Kappa3: 9,508 (alpha -0.04 its denominator)
+        ("CC(C)(C)C", {"Kappa3"}),  # RDKit's: 0, alpha being exactly 0
+        ("CO", {"Kappa2", "Kappa3", "Phi"}),
+        ("O", {"Kappa1", "Kappa2", "Kappa3", "Phi"}),
+    ],
+)
+def test_shape_indices_are_undefined_without_their_paths(descriptors, smiles, undefined):
+    value = dict(zip(descriptors.names, descriptors(MolInput(smiles))["x"], strict=True))
+    mol = Chem.MolFromSmiles(smiles)
+    for name in ("Kappa1", "Kappa2", "Kappa3", "Phi"):
+        if name in undefined:
+            assert np.isnan(value[name]), name
+        else:
+            assert value[name] == getattr(Descriptors, name)(mol), name
 
 
 def test_ipc_is_log1p_of_rdkit_ipc(descriptors):

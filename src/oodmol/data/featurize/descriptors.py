@@ -17,6 +17,13 @@ _FUNCTIONS = dict(Descriptors._descList)
 # Heavy atoms: Ipc and AvgIpc grow faster than linearly with size (all descriptors of a
 # chain of 300 carbons take 5 s, of 400 carbons 19 s); 2.6x the data sets' largest.
 MAX_ATOMS = 300
+# Kier's shape indices count the paths of n bonds (Kappa1-3; Phi = Kappa1 Kappa2 / A), and
+# a molecule without such a path has no index: RDKit's formula then divides by the
+# Hall-Kier alpha alone, which is tiny (tert-butanol's Kappa3 is 9,508; water's Kappa2 is
+# -27; neopentane's Kappa3 is 0 where alpha is exactly 0). Such a value lies thousands of
+# standard deviations from every molecule that has the path, and a linear model on
+# standardised descriptors extrapolates it into a prediction hundreds of units off.
+PATH_BONDS = {"Kappa1": 1, "Kappa2": 2, "Kappa3": 3, "Phi": 2}
 
 
 class RDKitDescriptors(LimitedFeaturizer):
@@ -26,7 +33,9 @@ class RDKitDescriptors(LimitedFeaturizer):
 
     float64 because some descriptors (`Ipc` before its log, some BCUT/Chi sums on large
     molecules) exceed float32 and would turn into inf. `Ipc` is replaced by log(1 + Ipc)
-    as BOOM did. A descriptor that raises or is not finite becomes NaN and is kept;
+    as BOOM did. A shape index of a molecule without the paths it counts (`PATH_BONDS`:
+    Kappa3 of a molecule of four heavy atoms or fewer, or of tert-butanol) is undefined:
+    NaN. A descriptor that raises or is not finite becomes NaN and is kept;
     imputation from training statistics (`TrainImputer`) happens later, per split.
     A SMILES that RDKit cannot parse gives an all-NaN vector.
 
@@ -48,6 +57,7 @@ class RDKitDescriptors(LimitedFeaturizer):
                     "(rdkit.Chem.Descriptors._descList)"
                 )
         self.names: tuple[str, ...] = tuple(_FUNCTIONS) if names is None else tuple(names)
+        self._path_bonds = {PATH_BONDS[name] for name in self.names if name in PATH_BONDS}
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -56,9 +66,10 @@ class RDKitDescriptors(LimitedFeaturizer):
 
     def params(self) -> dict:
         return {
-            "version": 1,
+            "version": 2,
             "rdkit": rdkit.__version__,
             "ipc": "log1p",
+            "shape_indices": "nan without their paths",
             "names": list(self.names),
             **self.limit_params(),
         }
@@ -67,8 +78,10 @@ class RDKitDescriptors(LimitedFeaturizer):
         x = np.full(len(self.names), np.nan)
         rd_mol = self.parse(mol.smiles)
         if rd_mol is not None:
+            has_paths = {n: bool(Chem.FindAllPathsOfLengthN(rd_mol, n)) for n in self._path_bonds}
             for i, name in enumerate(self.names):
-                x[i] = _descriptor(name, rd_mol)
+                if has_paths.get(PATH_BONDS.get(name), True):
+                    x[i] = _descriptor(name, rd_mol)
         return {"x": x}
 
 
