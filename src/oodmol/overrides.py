@@ -12,7 +12,7 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
+from hydra.core.override_parser.types import Override, OverrideType
 from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import (
@@ -170,6 +170,27 @@ def check_overrides(config_name: str, overrides: Sequence[str]) -> DictConfig:
         check_resolvable(cfg)
         composed = composed or cfg
     return composed
+
+
+def deferred_to_jobs(overrides: Sequence[str]) -> dict[str, str]:
+    """A multirun's single choices of nested config groups (`model/representation=soap`),
+    each mapped to the one-value sweep that means the same (`model/representation=
+    choice(soap)`). Hydra applies a sweep's single values to the primary config before it
+    sweeps, and the primary config's model (the MLP) has no representation: only the
+    jobs' models (`model=ridge,krr_rbf`) do. A sweep's values wait for the jobs."""
+    deferred = {}
+    for override in _parse(overrides):
+        group = override.key_or_group
+        if (
+            override.is_sweep_override()
+            or not (override.type == OverrideType.CHANGE and "/" in group)
+            or group.startswith("hydra/")
+            or not isinstance(override.value(), str)
+        ):
+            continue
+        key = override.input_line.split("=", 1)[0]
+        deferred[override.input_line] = f"{key}=choice({override.value()})"
+    return deferred
 
 
 def compose_checked(config_name: str, overrides: Sequence[str]) -> DictConfig:

@@ -25,7 +25,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):
     train = ["train.py", *task.task_args(), *QUIET, f"paths.log_dir={runs}"]
     task.submit("gp", [*train, *GP_SOAP])
     sweep = ["train.py", "-m", *train[1:], f"hydra.sweep.dir={runs}", "model=ridge,krr_tanimoto"]
-    task.submit("sweep", [*sweep, "model/representation=choice(ecfp4)"])
+    # a single representation for two swept models, as a user writes it
+    task.submit("sweep", [*sweep, "model/representation=ecfp4"])
     campaign = ["-m", "oodmol.cli", "campaign", *task.task_args(), *QUIET, *GP_SOAP]
     task.submit("campaign", [*campaign, "acquisition=ucb", "rounds=1", "batch=3",
                              f"out={task.root / 'campaign'}"])  # fmt: skip

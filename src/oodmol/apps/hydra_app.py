@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 from oodmol.apps.preflight import check_gpu, check_output_folder
 from oodmol.config import config_dir
 from oodmol.errors import user_errors, without_debug_flag
-from oodmol.overrides import check_overrides, check_settings
+from oodmol.overrides import check_overrides, check_settings, deferred_to_jobs
 from oodmol.parallel import global_rank
 
 # flags under which Hydra prints something instead of running the job
@@ -71,6 +71,9 @@ def hydra_app(
                     answer = None if args.multirun or not before_start else before_start(cfg)
                 if answer is not None:
                     raise SystemExit(answer)
+                if args.multirun:
+                    deferred = deferred_to_jobs(args.overrides)
+                    sys.argv[1:] = [deferred.get(arg, arg) for arg in sys.argv[1:]]
             return hydra_main()
 
         return main
