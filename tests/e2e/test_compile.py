@@ -22,7 +22,7 @@ SMILES_SETS = (["CCO", "c1ccccc1O", "CC(=O)N"], ["C1CC1", "OCC(N)C(=O)O"])
 
 def regressor(compile_backbone: bool) -> PropertyRegressor:
     torch.manual_seed(0)
-    backbone = PaiNN(hidden=8, layers=2, num_rbf=6)
+    backbone = PaiNN(hidden=8, layers=1, num_rbf=6)
     optimizer = partial(torch.optim.Adam, lr=1e-3)
     return PropertyRegressor(backbone, optimizer, compile_backbone=compile_backbone).double()
 

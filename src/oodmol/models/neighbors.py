@@ -35,6 +35,7 @@ HAS_TORCH_CLUSTER = importlib.util.find_spec("torch_cluster") is not None
 RADIUS_SLACK = 1e-4  # torch-cluster searches within cutoff · (1 + slack); we then cut exactly
 
 
+@torch.compiler.disable  # data-dependent shapes: traced, it breaks into a dozen small graphs
 def radius_graph(
     pos: torch.Tensor,
     batch: torch.Tensor,
