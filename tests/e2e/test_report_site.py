@@ -8,15 +8,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pandas as pd
 import pytest
-from paths import REPO
+from door_helpers import shared_doors
 from report_helpers import SITE_MODELS, SITE_SEEDS, SITE_TASKS, write_site_runs
 from scipy.stats import kruskal
 
@@ -30,16 +28,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("site")
     runs = write_site_runs(root / "runs")
-    src = str(REPO / "src")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run(
-        [sys.executable, "-m", "oodmol.cli", "report", str(runs), "--out", str(root / "out")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr
+    argv = ["-m", "oodmol.cli", "report", str(runs), "--out", str(root / "out")]
+    result = shared_doors().run(argv, env=dict(os.environ), timeout=300)
+    assert result.returncode == 0, result.shown()
     return root / "out"
 
 
