@@ -153,13 +153,13 @@ def test_features_come_from_the_conformer_cache(tmp_path) -> None:
 def test_the_representations_take_the_data_sets_elements(task, species) -> None:
     """configs/model/representation: the 3D ones on the data set's elements where its
     source declares them, on the graph3d featuriser's own settings; each builds."""
+    graph3d = compose_config("train", [f"task={task}", "model=schnet"]).model.featurizer
     for name in ("coulomb", "soap", "acsf", "mbtr"):
         cfg = compose_config(
             "train", [f"task={task}", "model=krr_rbf", f"model/representation={name}"]
         )
         featurizer = instantiate(cfg.model.featurizer)
         assert featurizer.species == species and cfg.model.name == f"{name}-krr_rbf"
-        graph3d = compose_config("train", [f"task={task}", "model=schnet"]).model.featurizer
         assert featurizer.conformers.params() == instantiate(graph3d).params()
     for name in ("descriptors", "physchem", "ecfp4", "ecfp4_counts", "ecfp6", "ecfp6_counts"):
         cfg = compose_config(
