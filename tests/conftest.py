@@ -5,7 +5,6 @@ someone keeps."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -79,21 +78,6 @@ def one_thread() -> Iterator[None]:
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
-
-
-# a marker expression that selects the `alone` tests (`make test`'s second pass), not one
-# that leaves them out
-_SELECTS_ALONE = re.compile(r"(?<!not )\balone\b")
-
-
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """The pass of the `alone` tests reads only the test files that mark some: importing
-    the other files, to deselect every test they hold, took most of that pass's time."""
-    if not _SELECTS_ALONE.search(config.getoption("markexpr") or ""):
-        return None
-    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
-        return "mark.alone" not in collection_path.read_text(encoding="utf-8") or None
-    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
