@@ -154,6 +154,35 @@ def test_steep_steps_run_a_loose_scf_and_the_criteria_read_full_accuracy(
     assert aligned_rmsd(out["pos"], fine["pos"]) < 0.05  # Å, all atoms
 
 
+def test_the_loose_scf_ends_for_good_where_the_gradient_first_flattens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Butane-1,4-diol's gradient grows again after first falling within `loose_gradient`
+    (its hydroxyls turn): from that step on every SCF stays at the full accuracy, so no
+    BFGS update takes the difference of two gradients computed at different accuracies."""
+    from oodmol.data.featurize import xtb
+
+    seen: list[float] = []
+    norms: list[float] = []
+    make = xtb._calculator
+    monkeypatch.setattr(xtb, "_calculator", lambda *a, **k: _AccuracySpy(make(*a, **k), seen))
+    evaluate = xtb._Evaluations.__call__
+
+    def noting_norms(run, x):
+        energy, gradient = evaluate(run, x)
+        norms.append(float(np.linalg.norm(gradient)))
+        return energy, gradient
+
+    monkeypatch.setattr(xtb._Evaluations, "__call__", noting_norms)
+    settings = XTBOptimizer()
+    mol, start = embed_mol("OCCCCO")
+    XTBOptimizer()(mol, start)
+    flat = next(i for i, norm in enumerate(norms) if norm <= settings.loose_gradient)
+    assert 100.0 in seen[1 : flat + 1]  # loose while steep ...
+    assert max(norms[flat + 1 :]) > settings.loose_gradient  # ... steep again later ...
+    assert set(seen[flat + 1 :]) == {1.0}  # ... and still at the full accuracy
+
+
 def test_an_unknown_optimizer_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="unknown optimizer 'lbfgs'; give one of ase-bfgs"):
         XTBOptimizer(optimizer="lbfgs")

@@ -6,13 +6,17 @@ energy reference in place of a force field.
 Energies and gradients come from `tblite` (its Python interface,
 `tblite.interface.Calculator`, on OpenBLAS where it can be: `tight_binding`); every
 self-consistent field after the first starts from the wavefunction of the geometry the
-optimiser goes on from. Far from the minimum, where the gradient's norm exceeds
-`loose_gradient`, the SCF runs at the looser `loose_accuracy` (tblite's accuracy scales
-its convergence thresholds): a step there is steered by a gradient far larger than the
-looser SCF's error, and each costs about a fifth less; the last two steps, which the
-criteria read, are always at `accuracy`. (ASE's BFGS only: geomeTRIC accepts or rejects
-its steps, and ends, on energy changes that a loose SCF would blur, so its SCFs all run
-at `accuracy`.) The optimiser is a library's, chosen by `optimizer`:
+optimiser goes on from. Far from the minimum, until the gradient's norm first falls
+within `loose_gradient`, the SCF runs at the looser `loose_accuracy` (tblite's accuracy
+scales its convergence thresholds): a step there is steered by a gradient far larger than
+the looser SCF's error, and each costs about a fifth less. From then on every SCF runs at
+`accuracy`, also where the gradient grows again: BFGS learns its Hessian from differences
+of successive gradients, and a difference across two accuracies holds their errors, which
+near the minimum are as large as the differences themselves (a flexible molecule whose SCF
+switched back and forth there circled for 1,000 steps short of the criteria). The last
+two steps, which the criteria read, are always at `accuracy`. (ASE's BFGS only:
+geomeTRIC accepts or rejects its steps, and ends, on energy changes that a loose SCF
+would blur, so its SCFs all run at `accuracy`.) The optimiser is a library's, chosen by `optimizer`:
 
 - `"ase-bfgs"`: ASE's BFGS (`ase.optimize.BFGS`) on Cartesian coordinates, its initial
   Hessian geomeTRIC's model Hessian (Schlegel-type force constants of the molecule's
@@ -142,7 +146,7 @@ class XTBOptimizer(GeometryOptimizer):
     def params(self) -> dict:
         settings = {k: v for k, v in asdict(self).items() if k != "threads"}
         libraries = {name: version(name) for name in ("tblite", *_LIBRARIES[self.optimizer])}
-        return {"version": 2, **libraries, **settings}
+        return {"version": 3, **libraries, **settings}
 
     def __call__(self, mol: Chem.Mol, start: Conformer) -> dict[str, np.ndarray]:
         load_tblite()  # loaded before the limit, so that it applies
@@ -216,15 +220,16 @@ class _StepLimit(Exception):
 class _Evaluations:
     """tblite's energy and gradient at one geometry after another, counted, each SCF
     started from the wavefunction of the geometry the optimiser goes on from, at the
-    loose accuracy while the last gradient was steep. `previous_energy` is the energy
-    before the last one; `fine` says both were computed at the full accuracy."""
+    loose accuracy until the gradient first falls within `loose_gradient`, then at the
+    full accuracy to the end. `previous_energy` is the energy before the last one; `fine`
+    says both were computed at the full accuracy."""
 
     def __init__(self, calculator, limit: int, settings: XTBOptimizer) -> None:
         self.calculator = calculator
         self.limit = limit
         self.settings = settings
         self.accuracies = (float("nan"), float("nan"))  # the last two evaluations'
-        self.loosen = True  # whether steep steps may run the loose SCF
+        self.loosen = True  # whether the loose phase goes on
         self.count = 0
         self.first_energy = float("nan")
         self.result = None  # the SCF to start the next one from
@@ -237,11 +242,9 @@ class _Evaluations:
         if self.count >= self.limit:
             raise _StepLimit
         x = np.array(x, dtype=np.float64).reshape(-1)
-        steep = (
-            self.loosen
-            and self.count > 0
-            and np.linalg.norm(self.gradient) > self.settings.loose_gradient
-        )
+        if self.loosen and self.count > 0:  # the loose phase ends where the gradient is flat
+            self.loosen = bool(np.linalg.norm(self.gradient) > self.settings.loose_gradient)
+        steep = self.loosen and self.count > 0
         accuracy = self.settings.loose_accuracy if steep else self.settings.accuracy
         self.calculator.set("accuracy", accuracy)
         self.accuracies = (self.accuracies[1], accuracy)
