@@ -45,6 +45,16 @@ def test_execution_settings_and_seeds_share_a_key() -> None:
             assert key(*same) == base, same
 
 
+def test_a_kernel_models_seeds_share_a_key_and_draw_its_search() -> None:
+    """The search's folds, subset and landmarks are drawn with the run's seed: seeds of
+    one kernel configuration sit side by side, each with its own draw."""
+    assert key("model=krr_rbf", "seed=2") == key("model=krr_rbf", "seed=0")
+    config = compose_config("train", ["model=krr_rbf", "seed=2"])
+    assert config.model.module.cv_seed == 2
+    pinned = ["model=krr_rbf", "model.module.cv_seed=0"]
+    assert key(*pinned) != key("model=krr_rbf")
+
+
 def test_result_settings_change_the_key() -> None:
     keys = {
         key(*o)
