@@ -386,9 +386,10 @@ class KernelRegressionModule(FittedOnceModule):
     (rbf, laplacian; ignored by the others). `alphas`: its grid of regularisations.
     `folds`, `cv_seed`: the cross-validation (the folds, the search's subset and the
     landmarks are drawn with `cv_seed`, the run's seed in the model configs: the fit is
-    deterministic given it, and seeds measure how far the draw moves the choice). `search_molecules`: at
-    most this many training molecules in the search. `exact_molecules`: the exact fit's
-    limit, above which `landmarks` training molecules carry a Nyström approximation.
+    deterministic given it, and seeds measure how far the draw moves the choice).
+    `search_molecules`: at most this many training molecules in the search.
+    `exact_molecules`: the exact fit's limit, above which `landmarks` training molecules
+    carry a Nyström approximation.
     `variance`: a GP (predictive σ) rather than KRR.
     """
 
