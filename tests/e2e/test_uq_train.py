@@ -186,19 +186,25 @@ def test_a_member_that_fails_side_by_side_ends_the_run_with_its_own_line(train: 
 def test_a_stopped_side_by_side_run_goes_on_from_each_members_last_checkpoint(train: Train):
     """SIGTERM to a run whose members train side by side reaches both: each saves its
     last checkpoint, the run ends with one line and 143, and the same command with
-    resume=true goes on from both checkpoints to the end."""
+    resume=true goes on from both checkpoints to the end. Each member stands still at the
+    start of its second epoch (its first epoch's checkpoint saved), as a long training
+    would still be running, until the signal comes."""
     root = train.root  # type: ignore[attr-defined]
-    out = root / "stopped"
-    # batches of one: epochs long enough that neither member ends before the signal
-    own = ("threads=", "model.max_epochs=", "model.batch_size=")
-    quick = [o for o in FAST if not o.startswith(own)]
+    out, go = root / "stopped", root / "stopped.go"
+    quick = [o for o in FAST if not o.startswith("threads=")]
     command = [
         sys.executable, "train.py", *CSV_TASK, f"task.path={root / 'tiny.csv'}",
-        f"paths.data_dir={root / 'data'}", *quick, "model.max_epochs=20", "model.batch_size=1",
+        f"paths.data_dir={root / 'data'}", *quick,
         "uq=ensemble", "uq.members=2", "uq.parallel=2", "threads=2", f"hydra.run.dir={out}",
+        "+callbacks.hold._target_=fault_helpers.WaitForFile", f"+callbacks.hold.path={go}",
+        "+callbacks.hold.epoch=1",
     ]  # fmt: skip
+    helpers = os.pathsep.join([str(REPO / "src"), str(REPO / "tests" / "helpers")])
+    env = {**os.environ, "PYTHONPATH": helpers}
     members = [out / "members" / str(k) for k in (0, 1)]
-    run = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 300
     while not all((m / "checkpoints" / "last.ckpt").is_file() for m in members):
         assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-2000:]
@@ -211,8 +217,9 @@ def test_a_stopped_side_by_side_run_goes_on_from_each_members_last_checkpoint(tr
     assert "Traceback" not in err.decode()
     assert not any((m / "metrics.json").exists() for m in members)
 
+    go.touch()  # the resumed members do not stand still
     resumed = subprocess.run(
-        [*command, "resume=true"], cwd=REPO, capture_output=True, text=True, timeout=600
+        [*command, "resume=true"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
     )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     for member in members:

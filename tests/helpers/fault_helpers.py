@@ -98,9 +98,9 @@ class FillDiskAtEpoch(L.Callback):
 
 class WaitForFile(L.Callback):
     """Stands still when training starts (or, with `epoch`, when that epoch starts: the
-    earlier epochs' checkpoints are saved) until `path` exists (at most `timeout`
-    seconds), as a long training would still be running, so that a test can start a
-    second run on the same folder meanwhile."""
+    earlier epochs' checkpoints are saved) until `path` exists or a stop signal arrives
+    (at most `timeout` seconds), as a long training would still be running, so that a
+    test can start a second run on the same folder meanwhile, or stop the run there."""
 
     def __init__(self, path: str, timeout: float = 120.0, epoch: int | None = None) -> None:
         self.path = Path(path)
@@ -109,13 +109,15 @@ class WaitForFile(L.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         if self.epoch is None:
-            self._wait()
+            self._wait(trainer)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         if trainer.current_epoch == self.epoch:
-            self._wait()
+            self._wait(trainer)
 
-    def _wait(self) -> None:
+    def _wait(self, trainer) -> None:
         deadline = time.monotonic() + self.timeout
-        while not self.path.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        while not (self.path.exists() or trainer.received_sigterm):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # the signal handler runs between these sleeps
