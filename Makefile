@@ -36,8 +36,11 @@ train: install
 TEST_WORKERS ?= 2
 
 # $(call suite,MARKS): the tests MARKS selects (empty: all), in the two passes above; the
-# first names its slowest tests, where the suite's time goes
+# first names its slowest tests, where the suite's time goes. The project's own modules are
+# compiled to bytecode first, as pip does for installed packages: where PYTHONDONTWRITEBYTECODE
+# is set (containers often set it), each of the suite's hundred processes would compile them again.
 define suite
+	@$(PY) -m compileall -q -j 0 src tests bench >/dev/null
 	@status=0; \
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "$(1) not alone" $(ARGS) || \
 		{ code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
