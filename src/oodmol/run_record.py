@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -229,7 +230,7 @@ def iter_runs(
     (`kind="runs"`), ensemble members only ("members") or both ("all"); complete ones
     only unless `complete=False`. A file that is not a record, or one left out for its
     status, is appended to `skipped` with the reason when a list is given."""
-    for path in sorted(Path(folder).rglob(METRICS_FILE)):
+    for path in _record_files(Path(folder)):
         try:
             record = read_record(path)
         except RecordError as error:
@@ -245,6 +246,23 @@ def iter_runs(
                 skipped.append((path, reason))
             continue
         yield record
+
+
+def _record_files(folder: Path) -> list[Path]:
+    """Every record file below `folder` in sorted path order, through links to folders too
+    (a leaderboard's folder of links to runs kept elsewhere): each real folder is read
+    once, by the first path that reaches it, and a link back up ends there."""
+    found, seen = [], set()
+    for top, folders, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            folders.clear()
+            continue
+        seen.add(real)
+        folders.sort()
+        if METRICS_FILE in files:
+            found.append(Path(top) / METRICS_FILE)
+    return sorted(found)
 
 
 def _plain(obj: object) -> object:

@@ -59,6 +59,24 @@ def test_members_are_counted_by_one_rule(tmp_path: Path) -> None:
     assert runs == ["a", "members/1"] and members == ["b"]
 
 
+def test_runs_behind_links_are_read_once_and_a_loop_ends(tmp_path: Path) -> None:
+    """A leaderboard folder of links to runs kept elsewhere holds those runs; a run that
+    two paths reach is read once; a link back up to the folder does not loop."""
+    kept = tmp_path / "kept"
+    for name in ("a", "b"):
+        (kept / name).mkdir(parents=True)
+        shutil.copy(SCHEMA_1, kept / name / "metrics.json")
+    board = tmp_path / "board"
+    board.mkdir()
+    (board / "a").symlink_to(kept / "a", target_is_directory=True)
+    (board / "a_again").symlink_to(kept / "a", target_is_directory=True)
+    (board / "loop").symlink_to(board, target_is_directory=True)
+    found = [r.folder.relative_to(board).as_posix() for r in iter_runs(board)]
+    assert found == ["a"]
+    assert main(["report", str(board), "--out", str(tmp_path / "out")]) == 0
+    assert len((tmp_path / "out" / "runs.csv").read_text().strip().splitlines()) == 2
+
+
 @pytest.mark.parametrize(
     ("change", "phrase"),
     [
