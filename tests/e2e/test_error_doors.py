@@ -12,7 +12,6 @@ tests are skipped, saying why.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -35,10 +34,11 @@ from e2e_helpers import (
     ends_in_one_line,
 )
 from mount_helpers import namespace_problem, read_only, run_with_mounts, small_disk
+from paths import HELPERS_PYTHONPATH
 
 pytestmark = pytest.mark.slow
 
-HELPERS = {"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests" / "helpers")])}
+HELPERS = {"PYTHONPATH": HELPERS_PYTHONPATH}
 # an MLP on Morgan bits whose feature cache is larger than the small disk
 BIG_CACHE = [
     "model=mlp",

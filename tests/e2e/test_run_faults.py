@@ -13,7 +13,6 @@ epochs of six batches.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import socket
@@ -26,6 +25,7 @@ import pandas as pd
 import pytest
 import torch
 from e2e_helpers import MORGAN, QUIET, REPO, Result, TinyTask
+from paths import HELPERS_PYTHONPATH
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ MODEL = [
     f"model.max_epochs={EPOCHS}",
     *MORGAN,
 ]
-HELPERS = {"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests" / "helpers")])}
+HELPERS = {"PYTHONPATH": HELPERS_PYTHONPATH}
 TMPFS_SIZE = "4m"  # room for the runs; the ballast then takes all but `leave` bytes
 ROOM = 32 * 1024  # less than a checkpoint (~85 kB), more than metrics.json needs
 DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]

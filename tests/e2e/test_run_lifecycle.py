@@ -11,13 +11,13 @@ CSV task (6 batches an epoch, 4 epochs), so the random state and the data order 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
-from e2e_helpers import MORGAN, QUIET, REPO, RF, Result, TinyTask
+from e2e_helpers import MORGAN, QUIET, RF, Result, TinyTask
+from paths import HELPERS_PYTHONPATH
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ MODEL = [
     "logger=many",
     *MORGAN,
 ]
-HELPERS = {"PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests" / "helpers")])}
+HELPERS = {"PYTHONPATH": HELPERS_PYTHONPATH}
 # as configs/hparams_search/chemprop_random.yaml lets a trial fail, over two learning
 # rates: the random sampler with seed 0 draws 1e30, 1e-3, 1e30 (Optuna's grid sampler
 # cannot end on a failed trial: it raises "Study.stop is supposed to be invoked ...")

@@ -33,6 +33,7 @@ from e2e_helpers import (
     same_number,
     scored_rows,
 )
+from paths import HELPERS_PYTHONPATH
 from slurm_helpers import Cluster, find_cluster
 
 pytestmark = pytest.mark.slow
@@ -51,7 +52,6 @@ PREEMPTED = [
     *MORGAN,
 ]
 PAUSE_STEP = 9  # in the middle of epoch 1
-HELPERS = os.pathsep.join([str(REPO / "src"), str(REPO / "tests" / "helpers")])
 WAYS = {"time_limit": "SIGUSR2", "preempted": "SIGTERM"}
 
 
@@ -82,7 +82,7 @@ def slurm(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory):
     # every call a fresh interpreter, as a cluster's job script starts it (these tests
     # run only where a cluster answers, so the zygote's forks are not held to them)
     task = TinyTask.create(tmp_path_factory.mktemp("slurm"), workers=8, forked=False)
-    task.env |= {**cluster.env, "PYTHONPATH": HELPERS}
+    task.env |= {**cluster.env, "PYTHONPATH": HELPERS_PYTHONPATH}
     root = task.root
     single = ["train.py", *task.task_args(), *QUIET]
     multirun = ["train.py", "-m", *task.task_args(), *QUIET]

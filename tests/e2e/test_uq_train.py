@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from door_helpers import shared_doors
 from hydra import compose, initialize_config_dir
-from paths import REPO
+from paths import HELPERS_PYTHONPATH, REPO
 
 from oodmol.cli import main
 from oodmol.config import compose_config
@@ -199,8 +199,7 @@ def test_a_stopped_side_by_side_run_goes_on_from_each_members_last_checkpoint(tr
         "+callbacks.hold._target_=fault_helpers.WaitForFile", f"+callbacks.hold.path={go}",
         "+callbacks.hold.epoch=1",
     ]  # fmt: skip
-    helpers = os.pathsep.join([str(REPO / "src"), str(REPO / "tests" / "helpers")])
-    env = {**os.environ, "PYTHONPATH": helpers}
+    env = {**os.environ, "PYTHONPATH": HELPERS_PYTHONPATH}
     members = [out / "members" / str(k) for k in (0, 1)]
     run = subprocess.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
