@@ -117,7 +117,5 @@ class WaitForFile(L.Callback):
 
     def _wait(self, trainer) -> None:
         deadline = time.monotonic() + self.timeout
-        while not (self.path.exists() or trainer.received_sigterm):
-            if time.monotonic() > deadline:
-                break
+        while not (self.path.exists() or trainer.received_sigterm) and time.monotonic() < deadline:
             time.sleep(0.1)  # the signal handler runs between these sleeps
