@@ -10,10 +10,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from hydra.core.hydra_config import HydraConfig
 
-from oodmol.config import config_dir
+from oodmol.config import config_dir, yaml_document, yaml_documents
 
 TARGET = "_target_"
 INTERPOLATION = re.compile(r"\$\{[^{}]*\}")
@@ -35,8 +34,7 @@ def tree_folders() -> list[Path]:
 def _documents(folder: Path) -> tuple[tuple[Path, Any], ...]:
     found = []
     for path in sorted(folder.rglob("*.yaml")):
-        for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            found.append((path, document))
+        found.extend((path, document) for document in yaml_documents(path))
     return tuple(found)
 
 
@@ -82,7 +80,7 @@ def options(group: str) -> dict[str, Mapping]:
     found: dict[str, Mapping] = {}
     for folder in tree_folders():
         for path in sorted((folder / group).glob("*.yaml")):
-            document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            document = yaml_document(path)
             node = document.get(group.rpartition("/")[2], document)
             found.setdefault(path.stem, node if isinstance(node, Mapping) else document)
     return found
@@ -96,7 +94,7 @@ def nested_groups(group: str, option: str) -> list[str]:
         path = folder / group / f"{option}.yaml"
         if not path.is_file():
             continue
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        document = yaml_document(path)
         for entry in document.get("defaults") or []:
             if isinstance(entry, Mapping):
                 for key in entry:

@@ -12,11 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from oodmol.config import CONFIG_DIR_ENV, compose_config, config_dir
+from oodmol.config import (
+    CONFIG_DIR_ENV,
+    compose_config,
+    config_dir,
+    yaml_document,
+    yaml_documents,
+)
 from oodmol.data.statistics import TrainingSplit, compute_statistics
 from oodmol.data.store import FeatureStore
 from oodmol.data.table import MoleculeTable
@@ -173,3 +180,13 @@ def test_experiment_can_set_seed_and_train_keys(tmp_path: Path, monkeypatch) -> 
     assert (cfg.seed, cfg.progress, cfg.max_molecules) == (7, False, 100)
     # the command line still has the last word
     assert compose_config("train", ["experiment=seeded", "seed=3"]).seed == 3
+
+
+def test_the_tree_reads_as_the_pure_python_parser_reads_it() -> None:
+    """`yaml_documents` (libyaml's parser, where PyYAML has it) gives every file of the
+    tree the same documents as PyYAML's own safe loader."""
+    for path in sorted(CONFIGS.rglob("*.yaml")):
+        expected = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        assert list(yaml_documents(path)) == expected, path
+        if len(expected) == 1:
+            assert yaml_document(path) == (expected[0] or {}), path
