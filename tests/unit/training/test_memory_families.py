@@ -32,7 +32,8 @@ FAR_ABOVE = 2.0  # an estimate this many times the peak would refuse runs that f
 # ... and for the MLP (hidden=[65536], whose first weight of 55 MB dominates its step),
 # whose estimate moves by 67 MB from one run to the next: 140-142 MB three times, 207-209
 # MB three times and 649 MB once, beside peaks of 64-74 MB, in seven measurements on one
-# machine (`python -m bench.memory_planner --models mlp` and this test's), nothing beside
+# machine with nothing else running (`python -m bench.memory_planner --models mlp` and
+# this test's)
 FAR_ABOVE_FOR = {"3D dense pairs": 3.0, "fixed-length vectors": 3.5}
 MEASUREMENTS = 3
 
