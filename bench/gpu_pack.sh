@@ -3,12 +3,12 @@
 # ignored through .git/info/exclude): the cp312 wheels that machine lacks, the 10k set's
 # source files, and the data caches (validated table, split, feature caches) built here,
 # so the device's minutes go to training, not to featurising. A call carries
-# .gpu/whl, .gpu/source and .gpu/data.tar.xz (about 45 MB of the 64 MiB a call may carry).
+# .gpu/whl, .gpu/source and .gpu/data.tar.xz (about 58 MB of the 64 MiB a call may carry).
 #
 #   bench/gpu_pack.sh            # OODMOL_SOURCE_DIR: the offline copies (../shared/data)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PY:-.venv/bin/python}
+PY=${PY:-$PWD/.venv/bin/python}
 PACK=.gpu
 : "${OODMOL_SOURCE_DIR:?set OODMOL_SOURCE_DIR to the offline copies of the data sets}"
 grep -qx "/$PACK/" .git/info/exclude 2>/dev/null || echo "/$PACK/" >>.git/info/exclude
@@ -16,7 +16,9 @@ mkdir -p "$PACK/whl" "$PACK/source/csd10k" "$PACK/source/lipophilicity"
 
 # The versions this checkout runs with, so caches keyed by RDKit's version stay valid there.
 version() { "$PY" -c "import importlib.metadata as m; print(m.version('$1'))"; }
-wheels=(hydra-core omegaconf rdkit lmdb selfies torch-optimizer pytorch-ranger)
+# tblite and dftd4 (and their cffi) for the physics featuriser's models
+wheels=(hydra-core omegaconf rdkit lmdb selfies torch-optimizer pytorch-ranger tblite dftd4 cffi
+  pycparser)
 specs=()
 for name in "${wheels[@]}"; do specs+=("$name==$(version "$name")"); done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
