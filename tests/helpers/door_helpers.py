@@ -10,7 +10,9 @@ command execs into), `oodmol <tool> ...` calls `oodmol.cli.main`, `python -m <mo
 runs the module as `__main__`. Calls run side by side, each in its own child. An exception nobody
 caught is printed and ends the child with status 1, as the interpreter does. Forking skips
 only the seconds of imports; `test_doors_equal_real_processes` holds a few cases to their
-fresh-interpreter runs.
+fresh-interpreter runs. On a machine with a CUDA device every call is a fresh interpreter:
+the zygote's imports initialise the CUDA driver there, and a fork of such a process cannot
+use the device (`CUDA error: initialization error`, seen on an H200).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from paths import REPO
 
 ZYGOTE = Path(__file__).with_name("door_zygote.py")
+FORKS_LOSE_THE_DEVICE = torch.cuda.is_available()  # asked here, where nothing is forked
 
 
 @dataclass
@@ -64,6 +68,9 @@ class Doors:
         self.lock = threading.Lock()  # one writer of requests at a time
         self.numbers = itertools.count()
         self.waiting: dict[int, Future] = {}
+        self.process: subprocess.Popen | None = None
+        if FORKS_LOSE_THE_DEVICE:
+            return
         self.process = subprocess.Popen(
             [sys.executable, str(ZYGOTE)],
             stdin=subprocess.PIPE,
@@ -93,6 +100,8 @@ class Doors:
         env: dict[str, str] | None = None,
         timeout: float = 300,
     ) -> Outcome:
+        if self.process is None:
+            return real_process(argv, {**self.env, **(env or {})}, cwd, timeout)
         with tempfile.TemporaryDirectory() as folder:
             streams = {name: str(Path(folder) / name) for name in ("stdout", "stderr")}
             answered: Future = Future()
@@ -119,6 +128,8 @@ class Doors:
         return Outcome(argv, reply["returncode"], texts["stdout"], texts["stderr"])
 
     def close(self) -> None:
+        if self.process is None:
+            return
         self.process.stdin.close()
         self.process.wait(timeout=30)
         self.reader.join(timeout=30)
@@ -133,7 +144,7 @@ def shared_doors() -> Doors:
     by every test module the worker runs: a zygote's imports cost ~10 CPU-seconds. Each
     call brings its whole environment, so modules do not see each other's settings."""
     with _shared_lock:
-        if not _shared or _shared[0].process.poll() is not None:
+        if not _shared or (_shared[0].process and _shared[0].process.poll() is not None):
             _shared[:] = [Doors()]
             atexit.register(_shared[0].close)
         return _shared[0]
