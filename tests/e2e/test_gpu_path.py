@@ -221,7 +221,8 @@ def test_every_model_trains_on_the_gpu(tiny: TinyTask, name: str) -> None:
     metrics = json.loads((out / "metrics.json").read_text())
     assert all(metrics[s]["rmse"] >= 0 for s in ("id", "ood"))
     assert metrics["training"]["device"]["accelerator"] == "cuda"
-    assert metrics["training"]["peak_memory_mb"] > 0
+    # a model without parameters (the mean) may hold nothing on the device
+    assert metrics["training"]["peak_memory_mb"] > 0 or metrics["n_params"] == 0
 
 
 @pytest.mark.slow

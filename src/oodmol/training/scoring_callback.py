@@ -17,7 +17,7 @@ from oodmol.data.datamodule import TEST_SETS
 from oodmol.predictions import PREDICTIONS_FILE, SetPredictions, std_columns
 from oodmol.run_record import RunRecord
 from oodmol.scoring.results import write_results
-from oodmol.training.device import peak_memory_mb
+from oodmol.training.device import device_facts, peak_memory_mb
 
 VARIANCES = ("var_epistemic", "var_aleatoric")
 
@@ -99,6 +99,7 @@ class TestEvaluation(L.Callback):
         device = trainer.strategy.root_device
         header["training"] = {
             **header.get("training", {}),
+            "device": device_facts(trainer),  # now the tested sets are where they were read
             "test_peak_memory_mb": round(peak_memory_mb(device), 1),
         }
         record, figures = write_results(
