@@ -29,10 +29,11 @@ $(VENV)/.installed: pyproject.toml
 train: install
 	$(PY) train.py $(ARGS)
 
-# pytest-xdist workers for a suite's first pass, one test file per worker. The tests
-# marked `alone` measure the memory a process takes, which a neighbour's work disturbs:
-# they run after the others, in one process. A pass that selects no test (exit 5: ARGS
-# naming files without such tests) is not a failure.
+# pytest-xdist workers for a suite's first pass, one test file per worker. The tests of
+# tests/alone (marked `alone`) measure the memory a process takes, which a neighbour's
+# work disturbs: they run after the others, in one process that collects that folder only
+# (or ARGS). A pass that selects no test (exit 5: ARGS naming files without such tests)
+# is not a failure.
 TEST_WORKERS ?= 2
 
 # $(call suite,MARKS): the tests MARKS selects (empty: all), in the two passes above; the
@@ -44,7 +45,7 @@ define suite
 	@status=0; \
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "$(1) not alone" $(ARGS) || \
 		{ code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
-	$(PY) -m pytest -q -n 0 -m "$(1) alone" $(ARGS) || \
+	$(PY) -m pytest -q -n 0 -m "$(1) alone" $(or $(ARGS),tests/alone) || \
 		{ code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
 	exit $$status
 endef

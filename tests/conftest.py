@@ -78,14 +78,20 @@ def one_thread() -> Iterator[None]:
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
+ALONE = Path(__file__).resolve().parent / "alone"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test of tests/e2e (they train, or run command lines) is slow: `make
-    test-fast` (`-m "not slow"`) leaves them out."""
+    test-fast` (`-m "not slow"`) leaves them out. Every test of tests/alone measures the
+    memory its process takes, which a neighbour's work disturbs: `alone`, which `make
+    test` runs after the others, in one process that collects that folder only."""
     for item in items:
-        if E2E in Path(item.path).resolve().parents:
+        folders = Path(item.path).resolve().parents
+        if E2E in folders:
             item.add_marker(pytest.mark.slow)
+        if ALONE in folders:
+            item.add_marker(pytest.mark.alone)
 
 
 @pytest.fixture(autouse=True)

@@ -32,7 +32,6 @@ CPU = torch.device("cpu")
 WIDTH = 8
 WIDE = 2**16  # a hidden layer of 256 kB per molecule: memory the machine's count resolves
 measurable = pytest.mark.skipif(not can_measure(CPU), reason="needs Linux's /proc/self")
-pytestmark = pytest.mark.alone  # it measures this process's memory, which a neighbour disturbs
 
 
 def collate(items: list[VectorBatch]) -> VectorBatch:

@@ -21,9 +21,8 @@ from door_helpers import shared_doors
 from bench.memory_planner import FAMILIES
 from oodmol.training.memory_curve import MB, SLACK
 
-# each family starts a process (the 3D ones build conformers) whose memory is measured:
-# alone, as a neighbour's work disturbs it
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+# each family starts a process (the 3D ones build conformers) whose memory is measured
+pytestmark = pytest.mark.slow
 FAR_ABOVE = 2.0  # an estimate this many times the peak would refuse runs that fit
 # ... except where the machine's own count varies that much: a dense-pair model's step on
 # the same batch, measured by the resident size, varies by half from one measurement to

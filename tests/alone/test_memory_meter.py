@@ -19,10 +19,7 @@ from oodmol.training.memory_meter import (
 )
 
 CPU = torch.device("cpu")
-pytestmark = [
-    pytest.mark.skipif(not can_measure(CPU), reason="needs Linux's /proc/self"),
-    pytest.mark.alone,  # measures this process's memory, which a neighbour's work disturbs
-]
+pytestmark = pytest.mark.skipif(not can_measure(CPU), reason="needs Linux's /proc/self")
 
 
 def test_a_tensor_made_and_freed_in_the_block_counts_at_its_size() -> None:
