@@ -25,8 +25,9 @@ def test_summary(folder: Path) -> str:
     lines = log.read_text().splitlines()
     # `-v` names each outcome as it comes (with xdist after a worker's tag), so a run cut
     # short by its time limit still names its failures; the closing summary repeats them
-    failed = [line for line in lines if re.search(r"\b(FAILED|ERROR) tests/", line)]
-    failed = list(dict.fromkeys(re.sub(r"^.*?\b(FAILED|ERROR) ", r"\1 ", f) for f in failed))
+    # with the start of the reason: each test once, by its outcome and name
+    named = (re.search(r"\b(FAILED|ERROR) (tests/\S+)", line) for line in lines)
+    failed = list(dict.fromkeys(f"{m[1]} {m[2]}" for m in named if m))
     return "## GPU tests\n\n" + fenced("\n".join([*failed, *lines[-2:]]))
 
 

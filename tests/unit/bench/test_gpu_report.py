@@ -54,3 +54,15 @@ def test_failures_are_named_when_the_tests_were_cut_short(tmp_path: Path) -> Non
     text = summary_of_tests(tmp_path)
     assert "FAILED tests/e2e/test_gpu_path.py::test_b[egnn]" in text and "exit 124" in text
     assert "test_a" not in text  # what passed is not listed
+
+
+def test_a_failure_named_as_it_came_and_in_the_summary_is_listed_once(tmp_path: Path) -> None:
+    (tmp_path / "gpu_tests.log").write_text(
+        "[gw3] [ 45%] FAILED tests/e2e/test_gpu_path.py::test_b[egnn] \n"
+        "FAILED tests/e2e/test_gpu_path.py::test_b[egnn] - AssertionError: exit 1\n"
+        "ERROR tests/e2e/test_gpu_path.py::test_d - RuntimeError\n"
+        "=== 1 failed, 1 error in 3.0s ===\n"
+        "exit 1\n"
+    )
+    text = summary_of_tests(tmp_path)
+    assert text.count("test_b[egnn]") == 1 and "ERROR tests/e2e/test_gpu_path.py::test_d" in text
