@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import door_helpers
 import numpy as np
 import pandas as pd
 import pytest
@@ -1401,6 +1402,21 @@ def test_doors_equal_real_processes(world: World, name: str) -> None:
     real = real_process(argv, env, cwd=folder)
     forked = world.doors.run(argv, cwd=folder, env=env)
     assert (real.returncode, real.last_lines) == (forked.returncode, forked.last_lines)
+
+
+def test_doors_on_a_cuda_machine_run_each_call_in_a_fresh_interpreter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Where a CUDA device exists a fork of the zygote cannot use it: no zygote starts,
+    and each call is a child of the test's own process, as a fresh interpreter is."""
+    monkeypatch.setattr(door_helpers, "FORKS_LOSE_THE_DEVICE", True)
+    doors = Doors()
+    script = tmp_path / "parent.py"
+    script.write_text("import os\nprint(os.getppid())\n")
+    outcome = doors.run([str(script)], cwd=tmp_path, env=dict(os.environ), timeout=60)
+    doors.close()
+    assert doors.process is None
+    assert (outcome.returncode, outcome.stdout.strip()) == (0, str(os.getpid())), outcome.shown()
 
 
 def test_a_forked_door_ends_when_its_command_does(world: World, tmp_path: Path) -> None:
