@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-$PWD/.venv/bin/python}
 PACK=.gpu
-: "${OODMOL_SOURCE_DIR:?set OODMOL_SOURCE_DIR to the offline copies of the data sets}"
+[[ -n ${OODMOL_SOURCE_DIR:-} ]] ||
+  { echo "gpu_pack: set OODMOL_SOURCE_DIR to the offline copies of the data sets" >&2; exit 2; }
 grep -qx "/$PACK/" .git/info/exclude 2>/dev/null || echo "/$PACK/" >>.git/info/exclude
 mkdir -p "$PACK/whl" "$PACK/source/csd10k" "$PACK/source/lipophilicity"
 
