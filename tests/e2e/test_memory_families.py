@@ -7,7 +7,8 @@ two epochs of training steps in batches of 8 is at or above the peak of those st
 one after another, and not far above it (beyond the fixed allowance every estimate
 carries for the allocator, `SLACK`). The process is a fork of the test process's zygote,
 which imported torch and oodmol once: a peak is measured from where the process stands
-when the steps begin, so what the imports hold counts neither way."""
+when the steps begin, so what the imports hold counts neither way; and the process is no
+pytest worker's, so the tests a worker ran before, and those beside it, count neither."""
 
 from __future__ import annotations
 
@@ -21,8 +22,6 @@ from door_helpers import shared_doors
 from bench.memory_planner import FAMILIES
 from oodmol.training.memory_curve import MB, SLACK
 
-# each family starts a process (the 3D ones build conformers) whose memory is measured
-pytestmark = pytest.mark.slow
 FAR_ABOVE = 2.0  # an estimate this many times the peak would refuse runs that fit
 # ... except where the machine's own count varies that much: a dense-pair model's step on
 # the same batch, measured by the resident size, varies by half from one measurement to
