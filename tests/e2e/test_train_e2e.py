@@ -77,6 +77,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):
         evaluate("eval_both", f"ckpt_path={root / 'no.ckpt'}", f"predictions={root / 'no.csv'}"),
     )
     task.submit("bad_model", ["train.py", "model=nope", f"hydra.run.dir={root / 'bad_model'}"])
+    mode_sweep = [*task.task_args(), *QUIET, *RF, "seed=0,1", "hydra.mode=MULTIRUN"]
+    task.submit("mode_multirun", ["train.py", *mode_sweep, f"hydra.sweep.dir={root / 'swept'}"])
     task.submit("bad_key", ["train.py", "nonsense=1", f"hydra.run.dir={root / 'bad_key'}"])
 
     # train on for longer: one epoch, then on to two from its last.ckpt; another budget
@@ -453,6 +455,14 @@ def test_unknown_model_lists_the_available_ones(tiny: TinyTask) -> None:
 
 
 @slow
+def test_hydra_mode_multirun_sweeps_as_the_flag_does(tiny: TinyTask) -> None:
+    """hydra.mode=MULTIRUN, from a config or the command line, runs a sweep without
+    --multirun: one run per seed."""
+    tiny.result("mode_multirun").ok()
+    records = (tiny.root / "swept").rglob("metrics.json")
+    assert sorted(json.loads(r.read_text())["seed"] for r in records) == [0, 1]
+
+
 def test_unknown_key_is_refused(tiny: TinyTask) -> None:
     result = tiny.result("bad_key").failed()
     assert result.returncode == 2
