@@ -29,24 +29,31 @@ $(VENV)/.installed: pyproject.toml
 train: install
 	$(PY) train.py $(ARGS)
 
-# pytest-xdist workers for a suite's first pass, one test file per worker. The tests of
-# tests/alone (marked `alone`) measure the memory a process takes, which a neighbour's
-# work disturbs: they run after the others, in one process that collects that folder only
-# (or ARGS). A pass that selects no test (exit 5: ARGS naming files without such tests)
-# is not a failure.
+# pytest-xdist workers for the suite, one test file per worker. The tests of tests/alone
+# (marked `alone`) measure the memory their own process takes, which the tests before them
+# in a worker would disturb: they run in a pytest process of their own that collects that
+# folder only (or ARGS), started beside the workers; their report follows the workers'. A
+# pass that selects no test (exit 5: ARGS naming files without such tests) is no failure.
 TEST_WORKERS ?= 2
 
-# $(call suite,MARKS): the tests MARKS selects (empty: all), in the two passes above; the
-# first names its slowest tests, where the suite's time goes. The project's own modules are
-# compiled to bytecode first, as pip does for installed packages: where PYTHONDONTWRITEBYTECODE
-# is set (containers often set it), each of the suite's hundred processes would compile them again.
+# $(call suite,MARKS): the tests MARKS selects (empty: all), in the two processes above; the
+# workers' report names the slowest tests, where the suite's time goes. The project's own
+# modules are compiled to bytecode first, as pip does for installed packages: where
+# PYTHONDONTWRITEBYTECODE is set (containers often set it), each of the suite's hundred
+# processes would compile them again.
 define suite
 	@$(PY) -m compileall -q -j 0 src tests bench >/dev/null
-	@status=0; \
+	@status=0; alone_log=$$(mktemp); \
+	$(PY) -m pytest -q -n 0 -p no:cacheprovider -m "$(1) alone" $(or $(ARGS),tests/alone) \
+		>$$alone_log 2>&1 & alone=$$!; \
+	trap 'kill $$alone 2>/dev/null; rm -f $$alone_log' EXIT; \
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "$(1) not alone" $(ARGS) || \
 		{ code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
-	$(PY) -m pytest -q -n 0 -m "$(1) alone" $(or $(ARGS),tests/alone) || \
-		{ code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
+	wait $$alone; code=$$?; \
+	if [ $$code -ne 5 ]; then \
+		echo "--- the tests of tests/alone, in a process of their own beside the others:"; \
+		cat $$alone_log; [ $$code -eq 0 ] || status=$$code; \
+	fi; \
 	exit $$status
 endef
 

@@ -84,8 +84,8 @@ ALONE = Path(__file__).resolve().parent / "alone"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test of tests/e2e (they train, or run command lines) is slow: `make
     test-fast` (`-m "not slow"`) leaves them out. Every test of tests/alone measures the
-    memory its process takes, which a neighbour's work disturbs: `alone`, which `make
-    test` runs after the others, in one process that collects that folder only."""
+    memory its process takes, which the tests before it in a worker would disturb: `alone`,
+    which `make test` runs in a process of its own that collects that folder only."""
     for item in items:
         folders = Path(item.path).resolve().parents
         if E2E in folders:

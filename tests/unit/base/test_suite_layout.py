@@ -1,7 +1,7 @@
 """The suite's own layout: pytest imports test modules by file name (the test folders
 are not packages), so a second module of the same name stops the suite at collection;
-and a test is `alone` by living in tests/alone, the one folder the suite's second pass
-collects, so a test marked so elsewhere would run in neither pass."""
+and a test is `alone` by living in tests/alone, the one folder the suite's own process for
+them collects, so a test marked so elsewhere would run in neither process."""
 
 from __future__ import annotations
 
