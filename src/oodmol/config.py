@@ -8,11 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import omegaconf._utils
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 # the resolvers the config tree uses (${oodmol.config_key:}, ${oodmol.sha256:...},
 # ${oodmol.member_dir:...}) are registered when this module is imported
@@ -32,6 +35,29 @@ def yaml_documents(path: Path) -> Iterator[Any]:
 def yaml_document(path: Path) -> Any:
     """The one document of a YAML file of the config tree ({} where it is empty)."""
     return yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER) or {}
+
+
+# OmegaConf's own loader: its rules for floats and timestamps, its refusal of duplicate keys
+OMEGACONF_PURE_PYTHON_LOADER = omegaconf._utils.get_yaml_loader()
+
+
+def _omegaconf_rules_over_libyaml() -> type:
+    """OmegaConf's loader with libyaml's parser in place of PyYAML's pure Python one: the
+    same rules and documents, and Hydra reads every file of a composition through it
+    (about thirty for train.yaml, a fifth of a composition's time in the Python parser)."""
+
+    class Loader(yaml.cyaml.CParser, OMEGACONF_PURE_PYTHON_LOADER):
+        def __init__(self, stream: Any) -> None:
+            yaml.cyaml.CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    return Loader
+
+
+if yaml.__with_libyaml__:
+    _LOADER = _omegaconf_rules_over_libyaml()
+    omegaconf._utils.get_yaml_loader = lambda: _LOADER
 
 
 def gpu_present() -> bool:

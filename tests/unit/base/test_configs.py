@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import omegaconf._utils
 import pytest
 import torch
 import yaml
@@ -19,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from oodmol.config import (
     CONFIG_DIR_ENV,
+    OMEGACONF_PURE_PYTHON_LOADER,
     compose_config,
     config_dir,
     yaml_document,
@@ -190,3 +192,19 @@ def test_the_tree_reads_as_the_pure_python_parser_reads_it() -> None:
         assert list(yaml_documents(path)) == expected, path
         if len(expected) == 1:
             assert yaml_document(path) == (expected[0] or {}), path
+
+
+def test_hydra_reads_the_tree_as_omegaconfs_own_loader_does() -> None:
+    """Hydra loads config files with `OmegaConf.load`, which oodmol points at libyaml's
+    parser (where PyYAML has it): every file of the tree gives the config OmegaConf's own
+    pure Python loader gives, and a duplicate key is still refused."""
+    if yaml.__with_libyaml__:
+        assert issubclass(omegaconf._utils.get_yaml_loader(), yaml.cyaml.CParser)
+    for path in sorted(CONFIGS.rglob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        expected = yaml.load(text, Loader=OMEGACONF_PURE_PYTHON_LOADER)
+        loaded = OmegaConf.load(path)
+        assert OmegaConf.to_container(loaded) == (expected or {}), path
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key"):
+        OmegaConf.create("lr: 1e-3\nlr: 2e-3\n")
+    assert OmegaConf.create("lr: 1e-3").lr == 0.001  # OmegaConf's float rule, not YAML 1.1's
