@@ -44,7 +44,7 @@ OMEGACONF_PURE_PYTHON_LOADER = omegaconf._utils.get_yaml_loader()
 def _omegaconf_rules_over_libyaml() -> type:
     """OmegaConf's loader with libyaml's parser in place of PyYAML's pure Python one: the
     same rules and documents, and Hydra reads every file of a composition through it
-    (about thirty for train.yaml, a fifth of a composition's time in the Python parser)."""
+    (about thirty for train.yaml: 0.127 s a composition against 0.145, `bench.door_start`)."""
 
     class Loader(yaml.cyaml.CParser, OMEGACONF_PURE_PYTHON_LOADER):
         def __init__(self, stream: Any) -> None:
