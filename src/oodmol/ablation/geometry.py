@@ -3,7 +3,10 @@ of distribution when they read GFN2-xTB geometries instead of MMFF94 ones, and d
 gap to the 2D models change?
 
 Runs of `geometry_filter` (the same molecules for every geometry) are grouped by task,
-model and geometry (`conformers`; a model that reads no 3D geometry is "2d"). Per group:
+model and geometry (`conformers`; a model that reads no 3D geometry is "2d"). A group
+holds one configuration, and a model's groups differ in their geometry alone: runs of
+another epoch budget or other settings in the same folder are refused, never averaged
+in as seeds or compared across geometries (`one_configuration`). Per group:
 mean and sd over seeds of the ID and OOD RMSE; per task and geometry the 3D models' OOD
 rank (1: lowest RMSE) and each 3D model's OOD RMSE over the best 2D model's (the gap).
 
@@ -15,6 +18,7 @@ much energy it gained.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -59,12 +63,67 @@ def geometry_rows(runs: list[Run]) -> pd.DataFrame:
                 "id_rmse": run.metrics["id"]["rmse"],
                 "ood_rmse": run.metrics["ood"]["rmse"],
                 "n_ood": run.metrics["ood"].get("n"),
+                "config_key": run.metrics.get("config_key"),
+                "model_settings": json.dumps(_model_settings(run), sort_keys=True),
                 "folder": str(run.folder),
             }
         )
     if not rows:
         raise InputError("no complete run with a geometry filter (experiment=geometry) found")
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    one_configuration(frame)
+    return frame
+
+
+def _model_settings(run: Run) -> dict:
+    """The model's settings as the run stored them (its epoch budget among them)."""
+    try:
+        settings = run.setting("model")
+    except InputError:  # a run without its stored config: its record's budget
+        settings = {"max_epochs": (run.metrics.get("training") or {}).get("max_epochs")}
+    return settings if isinstance(settings, dict) else {}
+
+
+def one_configuration(rows: pd.DataFrame) -> None:
+    """Refuse, in one line, runs that the comparison would mix: two runs of one task,
+    model, geometry and seed; two configurations of one task, model and geometry; a
+    model's runs whose settings differ from one geometry to another."""
+    place = "point the report at a folder with one configuration of each model"
+    for (task, model, geometry, seed), group in rows.groupby(["task", "model", "geometry", "seed"]):
+        if len(group) > 1:
+            raise InputError(
+                f"{task}, {model} on {geometry} geometries, seed {seed}: {len(group)} runs "
+                f"({', '.join(group['folder'])}); {place}"
+            )
+    for (task, model, geometry), group in rows.groupby(["task", "model", "geometry"]):
+        keys = sorted(group["config_key"].dropna().unique())
+        if len(keys) > 1:
+            raise InputError(
+                f"{task}, {model} on {geometry} geometries: runs of {len(keys)} configurations "
+                f"(keys {', '.join(keys)}); {place}"
+            )
+    for (task, model), group in rows.groupby(["task", "model"]):
+        settings = group.drop_duplicates("geometry").set_index("geometry")["model_settings"]
+        first = settings.index[0]
+        for geometry in settings.index[1:]:
+            differ = _differences(json.loads(settings[first]), json.loads(settings[geometry]))
+            if differ:
+                raise InputError(
+                    f"{task}, {model}: its {first} and {geometry} runs differ in "
+                    f"{'; '.join(differ[:3])}; {place}"
+                )
+
+
+def _differences(ours: dict, theirs: dict, prefix: str = "model.") -> list[str]:
+    """'<key>: <ours> against <theirs>' for every setting in which the two differ."""
+    out = []
+    for key in sorted(set(ours) | set(theirs)):
+        a, b = ours.get(key), theirs.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {a} against {b}")
+    return out
 
 
 def geometry_table(rows: pd.DataFrame) -> pd.DataFrame:

@@ -94,3 +94,50 @@ def test_no_geometry_runs_is_a_user_error(tmp_path: Path, capsys) -> None:
     run_folder(tmp_path / "runs" / "a", {"task": "t", "model": "mlp", "ood": {"rmse": 1.0}})
     assert ablation.geometry([str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 2
     assert "experiment=geometry" in capsys.readouterr().err
+
+
+def _run(root: Path, name: str, geometry: str, key: str, epochs: int, seed: int = 0) -> None:
+    run_folder(
+        root / name,
+        {
+            "task": "csd10k_density",
+            "model": "schnet",
+            "seed": seed,
+            "config_key": key,
+            "data": {"geometry_filter": {"left_out": {}}},
+            "ood": {"n": 2},
+        },
+        f"model:\n  max_epochs: {epochs}\n  featurizer:\n    _target_: {GRAPH3D}\n"
+        f"conformers:\n  name: {geometry}\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("runs", "phrase"),
+    [
+        (  # the same seed twice: never averaged in as another seed
+            [("a", "mmff", "k1", 20), ("b", "mmff", "k2", 100), ("c", "xtb", "k3", 20)],
+            "csd10k_density, schnet on mmff geometries, seed 0: 2 runs",
+        ),
+        (  # two epoch budgets as two seeds
+            [("a", "mmff", "k1", 20), ("b", "mmff", "k2", 100, 1), ("c", "xtb", "k3", 20)],
+            "csd10k_density, schnet on mmff geometries: runs of 2 configurations (keys k1, k2)",
+        ),
+        (  # the geometries compared at different budgets
+            [("a", "mmff", "k1", 100), ("c", "xtb", "k3", 20)],
+            "csd10k_density, schnet: its mmff and xtb runs differ in model.max_epochs: "
+            "100 against 20",
+        ),
+    ],
+    ids=["seed-twice", "two-configurations", "budgets-differ"],
+)
+def test_runs_of_other_configurations_are_refused_not_mixed(
+    tmp_path: Path, capsys, runs: list, phrase: str
+) -> None:
+    for run in runs:
+        _run(tmp_path / "runs", *run)
+    argv = [str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
+    assert ablation.geometry(argv) == 2
+    err = capsys.readouterr().err
+    assert phrase in err and "one configuration of each model" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
