@@ -18,7 +18,12 @@ from xtb_lbfgs_reference import LBFGSCartesianXTBOptimizer
 
 from oodmol.data import store as store_module
 from oodmol.data.featurize.base import MolInput
-from oodmol.data.featurize.conformers import Conformer, embed, embed_mol
+from oodmol.data.featurize.conformers import (
+    Conformer,
+    embed,
+    embed_mol,
+    optimise_with_force_field,
+)
 from oodmol.data.featurize.graph3d import Graph3D
 from oodmol.data.featurize.xtb import (
     BOHR,
@@ -152,6 +157,48 @@ def test_steep_steps_run_a_loose_scf_and_the_criteria_read_full_accuracy(
     fine = XTBOptimizer(optimizer=optimizer, loose_accuracy=1.0)(mol, start)
     assert out["energy"][1] == pytest.approx(fine["energy"][1], abs=5e-6)
     assert aligned_rmsd(out["pos"], fine["pos"]) < 0.05  # Å, all atoms
+
+
+def test_an_unconverged_conformer_is_finished_by_its_force_field_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A conformer whose MMFF94 optimisation stopped short: GFN2-xTB's first step is at
+    the MMFF94 minimum, yet the record's start, its energy and the RMSD are the
+    conformer's; without `force_field_iterations` it starts at the conformer itself."""
+    from oodmol.data.featurize import xtb
+
+    mol, start = embed_mol("CCCCO")
+    shaken = start.positions + np.random.default_rng(0).normal(0, 0.08, start.positions.shape)
+    short = Conformer(
+        start.atomic_numbers, shaken.astype(np.float32), start.method, False, start.fragment
+    )
+    minimum = Chem.Mol(mol)
+    for index, point in enumerate(short.positions.astype(np.float64)):
+        minimum.GetConformer().SetAtomPosition(index, point.tolist())
+    assert optimise_with_force_field(minimum, 10_000) == ("MMFF", True)
+    expected_first = minimum.GetConformer().GetPositions()
+
+    firsts: list[np.ndarray] = []
+    evaluate = xtb._Evaluations.__call__
+
+    def noting_first(run, x):
+        if run.count == 0:
+            firsts.append(np.array(x).reshape(-1, 3) * xtb.BOHR)
+        return evaluate(run, x)
+
+    monkeypatch.setattr(xtb._Evaluations, "__call__", noting_first)
+    out = XTBOptimizer()(mol, short)
+    np.testing.assert_allclose(firsts[0], expected_first, atol=1e-6)
+    np.testing.assert_array_equal(out["start_pos"], short.positions)
+    energy, _ = xtb_energy_gradient(start.atomic_numbers, short.positions.astype(np.float64))
+    assert out["energy"][0] == pytest.approx(energy, abs=1e-6)
+    heavy = start.atomic_numbers > 1
+    assert out["rmsd"][0] == pytest.approx(aligned_rmsd(short.positions[heavy], out["pos"][heavy]))
+
+    as_is = XTBOptimizer(force_field_iterations=0)(mol, short)
+    np.testing.assert_allclose(firsts[1], short.positions, atol=1e-6)
+    assert as_is["energy"][0] == pytest.approx(energy, abs=1e-6)
+    assert out["energy"][1] == pytest.approx(as_is["energy"][1], abs=5e-6)  # one minimum
 
 
 def test_the_loose_scf_ends_for_good_where_the_gradient_first_flattens(

@@ -90,7 +90,7 @@ def embed_mol(
         random_start = True
         if _embed(mol, seed, max_iterations, timeout, random_coords=True) < 0:
             raise ConformerError("ETKDG embedding failed, also from random coordinates")
-    force_field, converged = _optimise(mol)
+    force_field, converged = optimise_with_force_field(mol)
     method = ConformerMethod[f"{'RANDOM' if random_start else 'ETKDG'}_{force_field}"]
     positions = mol.GetConformer().GetPositions().astype(np.float32)
     if not np.isfinite(positions).all():
@@ -112,13 +112,16 @@ def _embed(mol: Chem.Mol, seed: int, max_iterations: int, timeout: int, random_c
     return rdDistGeom.EmbedMolecule(mol, params)
 
 
-def _optimise(mol: Chem.Mol) -> tuple[str, bool]:
-    """MMFF94, else UFF, else nothing; returns the force field's name and convergence."""
+def optimise_with_force_field(
+    mol: Chem.Mol, max_iterations: int = MMFF_MAX_ITERATIONS
+) -> tuple[str, bool]:
+    """MMFF94, else UFF, else nothing, on `mol`'s conformer in place; returns the force
+    field's name and whether it converged within `max_iterations`."""
     if rdForceFieldHelpers.MMFFHasAllMoleculeParams(mol):
-        status = rdForceFieldHelpers.MMFFOptimizeMolecule(mol, maxIters=MMFF_MAX_ITERATIONS)
+        status = rdForceFieldHelpers.MMFFOptimizeMolecule(mol, maxIters=max_iterations)
         return "MMFF", status == 0
     if rdForceFieldHelpers.UFFHasAllMoleculeParams(mol):
-        status = rdForceFieldHelpers.UFFOptimizeMolecule(mol, maxIters=MMFF_MAX_ITERATIONS)
+        status = rdForceFieldHelpers.UFFOptimizeMolecule(mol, maxIters=max_iterations)
         return "UFF", status == 0
     return "NO_FORCE_FIELD", False
 

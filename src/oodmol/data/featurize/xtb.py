@@ -3,6 +3,12 @@ semi-empirical tight-binding method GFN2-xTB (Bannwarth, Ehlert & Grimme, JCTC 1
 2019), as "GEOM-drugs revisited" (Nikitin et al., 2025) uses it as the geometry and
 energy reference in place of a force field.
 
+GFN2-xTB starts from the force field's minimum: BOOM's conformers stop after RDKit's
+default 200 MMFF94 iterations, short of the minimum for two molecules in five of the 10k
+set, and every step the force field takes there (microseconds) is one GFN2-xTB need not
+take (tens of milliseconds): `force_field_iterations` lets it go on first. The record
+keeps the conformer as the start, with its energy and the RMSD from it.
+
 Energies and gradients come from `tblite` (its Python interface,
 `tblite.interface.Calculator`, on OpenBLAS where it can be: `tight_binding`); every
 self-consistent field after the first starts from the wavefunction of the geometry the
@@ -58,7 +64,11 @@ from rdkit import Chem
 from threadpoolctl import threadpool_limits
 
 from oodmol.data.featurize.base import FeaturizationError
-from oodmol.data.featurize.conformers import Conformer, GeometryOptimizer
+from oodmol.data.featurize.conformers import (
+    Conformer,
+    GeometryOptimizer,
+    optimise_with_force_field,
+)
 from oodmol.data.featurize.tight_binding import load_tblite
 from oodmol.data.geometry_checks import aligned_rmsd
 
@@ -108,7 +118,10 @@ class XTBOptimizer(GeometryOptimizer):
     optimised geometry, Eh), `rmsd` (float64 [2]: start to optimised geometry after
     optimal superposition, heavy atoms and all atoms, Å), `steps` (int32 [1]: energy +
     gradient evaluations), `gradient_norm` (float64 [1]: at the end, Eh/bohr) and
-    `seconds` (float64 [1]: the optimisation's CPU time in its process). Setting
+    `seconds` (float64 [1]: the optimisation's CPU time in its process).
+    `force_field_iterations` first lets the conformer's force field (MMFF94, UFF where it
+    lacks parameters) go on to its minimum, where GFN2-xTB starts (0: from the conformer
+    as it is); the record's start, its energy and the RMSD stay the conformer's. Setting
     `loose_accuracy` to `accuracy` runs every SCF alike. `threads` bounds
     tblite's OpenMP threads in each worker process (the cache's build runs one molecule
     per worker, on every core); it changes no geometry, so it is not one of the cache
@@ -125,6 +138,7 @@ class XTBOptimizer(GeometryOptimizer):
     accuracy: float = 1.0
     loose_accuracy: float = 100.0
     loose_gradient: float = 5.0e-3
+    force_field_iterations: int = 10_000
     threads: int = 1
 
     def __post_init__(self) -> None:
@@ -146,15 +160,17 @@ class XTBOptimizer(GeometryOptimizer):
     def params(self) -> dict:
         settings = {k: v for k, v in asdict(self).items() if k != "threads"}
         libraries = {name: version(name) for name in ("tblite", *_LIBRARIES[self.optimizer])}
-        return {"version": 3, **libraries, **settings}
+        return {"version": 4, **libraries, **settings}
 
     def __call__(self, mol: Chem.Mol, start: Conformer) -> dict[str, np.ndarray]:
         load_tblite()  # loaded before the limit, so that it applies
 
         charge = Chem.GetFormalCharge(mol)
         unpaired = sum(atom.GetNumRadicalElectrons() for atom in mol.GetAtoms())
-        x0 = start.positions.astype(np.float64) / BOHR
         began = time.process_time()
+        settled = self.starting_point(mol, start)
+        moved = not np.array_equal(settled, start.positions.astype(np.float64))
+        x0 = settled / BOHR
         with threadpool_limits(limits=self.threads):
             try:
                 calculator = _calculator(start.atomic_numbers, x0, charge, unpaired, self.method)
@@ -165,6 +181,9 @@ class XTBOptimizer(GeometryOptimizer):
                     converged = True
                 else:
                     converged = _OPTIMIZERS[self.optimizer](mol, x0, run, self)
+                start_energy = run.first_energy
+                if converged and moved:  # the record's start is the conformer
+                    start_energy = _energy_at(calculator, start.positions, self.accuracy, run)
             except OptimizationError:
                 raise
             except _StepLimit:
@@ -192,7 +211,7 @@ class XTBOptimizer(GeometryOptimizer):
         return {
             "pos": positions,
             "start_pos": start.positions,
-            "energy": np.array([run.first_energy, run.energy], dtype=np.float64),
+            "energy": np.array([start_energy, run.energy], dtype=np.float64),
             "rmsd": np.array(
                 [
                     aligned_rmsd(start.positions[heavy], positions[heavy]),
@@ -205,12 +224,33 @@ class XTBOptimizer(GeometryOptimizer):
             "seconds": np.array([time.process_time() - began], dtype=np.float64),
         }
 
+    def starting_point(self, mol: Chem.Mol, start: Conformer) -> np.ndarray:
+        """Where GFN2-xTB starts (Å): the conformer where its force field converged, else
+        (with `force_field_iterations`) the minimum that the force field goes on to."""
+        positions = start.positions.astype(np.float64)
+        if not self.force_field_iterations or start.converged:
+            return positions
+        settled = Chem.Mol(mol)
+        conformer = settled.GetConformer()
+        for index, point in enumerate(positions):
+            conformer.SetAtomPosition(index, point.tolist())
+        optimise_with_force_field(settled, self.force_field_iterations)
+        return settled.GetConformer().GetPositions().astype(np.float64)
+
     def converged(self, previous_energy: float, energy: float, gradient: np.ndarray) -> bool:
         """xtb's criteria on the last step: the energy change and the gradient's norm."""
         return (
             abs(energy - previous_energy) < self.energy_tolerance
             and float(np.linalg.norm(gradient)) < self.gradient_tolerance
         )
+
+
+def _energy_at(calculator, positions: np.ndarray, accuracy: float, run: _Evaluations) -> float:
+    """The energy (Eh) at `positions` (Å), its SCF at `accuracy` started from the last
+    one of `run`."""
+    calculator.set("accuracy", accuracy)
+    calculator.update(np.asarray(positions, dtype=np.float64) / BOHR)
+    return float(calculator.singlepoint(run.result, copy=True).get("energy"))
 
 
 class _StepLimit(Exception):
