@@ -159,6 +159,16 @@ def test_steep_steps_run_a_loose_scf_and_the_criteria_read_full_accuracy(
     assert aligned_rmsd(out["pos"], fine["pos"]) < 0.05  # Å, all atoms
 
 
+def _stopped_short() -> tuple[Chem.Mol, Conformer, Conformer]:
+    """Butanol, its conformer, and that conformer shaken and marked unconverged."""
+    mol, start = embed_mol("CCCCO")
+    shaken = start.positions + np.random.default_rng(0).normal(0, 0.08, start.positions.shape)
+    short = Conformer(
+        start.atomic_numbers, shaken.astype(np.float32), start.method, False, start.fragment
+    )
+    return mol, start, short
+
+
 def test_an_unconverged_conformer_is_finished_by_its_force_field_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -167,11 +177,7 @@ def test_an_unconverged_conformer_is_finished_by_its_force_field_first(
     conformer's; without `force_field_iterations` it starts at the conformer itself."""
     from oodmol.data.featurize import xtb
 
-    mol, start = embed_mol("CCCCO")
-    shaken = start.positions + np.random.default_rng(0).normal(0, 0.08, start.positions.shape)
-    short = Conformer(
-        start.atomic_numbers, shaken.astype(np.float32), start.method, False, start.fragment
-    )
+    mol, start, short = _stopped_short()
     minimum = Chem.Mol(mol)
     for index, point in enumerate(short.positions.astype(np.float64)):
         minimum.GetConformer().SetAtomPosition(index, point.tolist())
@@ -199,6 +205,42 @@ def test_an_unconverged_conformer_is_finished_by_its_force_field_first(
     np.testing.assert_allclose(firsts[1], short.positions, atol=1e-6)
     assert as_is["energy"][0] == pytest.approx(energy, abs=1e-6)
     assert out["energy"][1] == pytest.approx(as_is["energy"][1], abs=5e-6)  # one minimum
+
+
+class _RestartRefusedAt:
+    """A tblite calculator whose SCF started from a guess does not converge at one
+    geometry (the conformer), as a start far from the last step's can."""
+
+    def __init__(self, calculator, where: np.ndarray) -> None:
+        self.calculator, self.where, self.here = calculator, where, None
+
+    def set(self, name: str, value) -> None:
+        self.calculator.set(name, value)
+
+    def update(self, positions) -> None:
+        self.here = np.asarray(positions)
+        self.calculator.update(positions)
+
+    def singlepoint(self, guess=None, **kwargs):
+        if guess is not None and np.allclose(self.here, self.where):
+            raise RuntimeError("SCF not converged in 250 cycles")
+        return self.calculator.singlepoint(guess, **kwargs)
+
+
+def test_the_start_energy_falls_back_to_an_scf_from_scratch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The conformer's energy, computed after the optimisation for the record, does not
+    cost the molecule its geometry where the restarted SCF fails there."""
+    from oodmol.data.featurize import xtb
+
+    mol, start, short = _stopped_short()
+    make = xtb._calculator
+    where = short.positions.astype(np.float64) / xtb.BOHR
+    monkeypatch.setattr(xtb, "_calculator", lambda *a, **k: _RestartRefusedAt(make(*a, **k), where))
+    out = XTBOptimizer()(mol, short)
+    energy, _ = xtb_energy_gradient(start.atomic_numbers, short.positions.astype(np.float64))
+    assert out["energy"][0] == pytest.approx(energy, abs=1e-6)
 
 
 def test_the_loose_scf_ends_for_good_where_the_gradient_first_flattens(

@@ -247,10 +247,14 @@ class XTBOptimizer(GeometryOptimizer):
 
 def _energy_at(calculator, positions: np.ndarray, accuracy: float, run: _Evaluations) -> float:
     """The energy (Eh) at `positions` (Å), its SCF at `accuracy` started from the last
-    one of `run`."""
+    one of `run`, or from scratch where that start does not converge (the conformer can
+    lie far from where the optimisation ended)."""
     calculator.set("accuracy", accuracy)
     calculator.update(np.asarray(positions, dtype=np.float64) / BOHR)
-    return float(calculator.singlepoint(run.result, copy=True).get("energy"))
+    try:
+        return float(calculator.singlepoint(run.result, copy=True).get("energy"))
+    except Exception:  # tblite's SCF did not converge from that start
+        return float(calculator.singlepoint().get("energy"))
 
 
 class _StepLimit(Exception):
