@@ -89,10 +89,13 @@ def one_configuration(rows: pd.DataFrame) -> None:
     model, geometry and seed; two configurations of one task, model and geometry; a
     model's runs whose settings differ from one geometry to another."""
     place = "point the report at a folder with one configuration of each model"
-    for (task, model, geometry, seed), group in rows.groupby(["task", "model", "geometry", "seed"]):
+    for (task, model, geometry, seed), group in rows.groupby(
+        ["task", "model", "geometry", "seed"], dropna=False
+    ):
         if len(group) > 1:
             raise InputError(
-                f"{task}, {model} on {geometry} geometries, seed {seed}: {len(group)} runs "
+                f"{task}, {model} on {geometry} geometries, "
+                f"seed {'not recorded' if pd.isna(seed) else int(seed)}: {len(group)} runs "
                 f"({', '.join(group['folder'])}); {place}"
             )
     for (task, model, geometry), group in rows.groupby(["task", "model", "geometry"]):

@@ -29,6 +29,16 @@ class Run:
         """The record as its metrics.json holds it."""
         return self.record.to_json()
 
+    @property
+    def _hydra_file(self) -> Path:
+        return self.folder / ".hydra" / "config.yaml"
+
+    @cached_property
+    def _hydra_config(self) -> dict[str, Any]:
+        """The run's Hydra config as written, read once ({} where the run has none)."""
+        file = self._hydra_file
+        return OmegaConf.to_container(OmegaConf.load(file)) if file.is_file() else {}  # type: ignore[return-value]
+
     def setting(self, *path: str) -> Any:
         """A setting of the run, from the identity its record holds (None where the
         identity leaves out a setting at its default), or for runs recorded before
@@ -39,11 +49,10 @@ class Run:
             for key in path:
                 node = node.get(key) if isinstance(node, dict) else None
             return node
-        file = self.folder / ".hydra" / "config.yaml"
-        node = OmegaConf.to_container(OmegaConf.load(file)) if file.is_file() else {}
+        node = self._hydra_config
         for key in path:
             if not isinstance(node, dict) or key not in node:
-                raise InputError(f"{file}: no {'.'.join(path)}")
+                raise InputError(f"{self._hydra_file}: no {'.'.join(path)}")
             node = node[key]
         return node
 

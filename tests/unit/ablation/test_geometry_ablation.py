@@ -96,7 +96,7 @@ def test_no_geometry_runs_is_a_user_error(tmp_path: Path, capsys) -> None:
     assert "experiment=geometry" in capsys.readouterr().err
 
 
-def _run(root: Path, name: str, geometry: str, key: str, epochs: int, seed: int = 0) -> None:
+def _run(root: Path, name: str, geometry: str, key: str, epochs: int, seed: int | None = 0) -> None:
     run_folder(
         root / name,
         {
@@ -119,6 +119,10 @@ def _run(root: Path, name: str, geometry: str, key: str, epochs: int, seed: int 
             [("a", "mmff", "k1", 20), ("b", "mmff", "k2", 100), ("c", "xtb", "k3", 20)],
             "csd10k_density, schnet on mmff geometries, seed 0: 2 runs",
         ),
+        (  # two runs that recorded no seed: not one run, not two seeds
+            [("a", "mmff", "k1", 20, None), ("b", "mmff", "k1", 20, None), ("c", "xtb", "k3", 20)],
+            "csd10k_density, schnet on mmff geometries, seed not recorded: 2 runs",
+        ),
         (  # two epoch budgets as two seeds
             [("a", "mmff", "k1", 20), ("b", "mmff", "k2", 100, 1), ("c", "xtb", "k3", 20)],
             "csd10k_density, schnet on mmff geometries: runs of 2 configurations (keys k1, k2)",
@@ -129,7 +133,7 @@ def _run(root: Path, name: str, geometry: str, key: str, epochs: int, seed: int 
             "100 against 20",
         ),
     ],
-    ids=["seed-twice", "two-configurations", "budgets-differ"],
+    ids=["seed-twice", "no-seed-twice", "two-configurations", "budgets-differ"],
 )
 def test_runs_of_other_configurations_are_refused_not_mixed(
     tmp_path: Path, capsys, runs: list, phrase: str
