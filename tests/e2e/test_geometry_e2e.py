@@ -22,6 +22,7 @@ def test_both_geometries_train_on_the_same_molecules_and_are_compared(tmp_path) 
         report = task.run([*data, "conformers=xtb"], timeout=1200)
         report.ok()
         assert "xtb geometries of" in report.stdout
+        assert "CPU-s per molecule on average" in report.stdout  # the optimiser's cost
         runs = {}
         for geometry in ("mmff", "xtb"):
             out = task.root / "runs" / geometry

@@ -131,6 +131,13 @@ def write_geometry_report(cfg, data: TaskData, data_dir: Path) -> None:
     for key in ("median_rmsd_heavy", "median_rmsd_all", "median_energy_change_kcal"):
         if key in summary:
             print(f"[oodmol]   {key}: {summary[key]:.4g}")
+    if "mean_cpu_seconds" in summary:
+        print(
+            f"[oodmol]   the optimiser: {summary['mean_steps']:.1f} steps and "
+            f"{summary['mean_cpu_seconds']:.2f} CPU-s per molecule on average (median "
+            f"{summary['median_steps']:.0f} and {summary['median_cpu_seconds']:.2f}), "
+            f"{summary['cpu_hours']:.2f} CPU-hours in all"
+        )
     print(f"[oodmol] wrote {stem}.json, .csv, .png and .svg")
 
 

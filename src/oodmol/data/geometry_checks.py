@@ -53,7 +53,7 @@ from oodmol.parallel import Refused, process_map
 
 log = logging.getLogger(__name__)
 
-CHECKS_VERSION = 2  # 2: bonds perceived within 1.2 x the covalent radii
+CHECKS_VERSION = 3  # 2: bonds perceived within 1.2 x the covalent radii; 3: the costs
 HARTREE_KCAL = 627.5094740631
 COVALENT_FACTOR = 1.2  # two atoms closer than this times their covalent radii are bonded
 
@@ -340,7 +340,8 @@ class GeometryReport:
     """The checks of every molecule of one 3D feature cache: how many pass, how many
     fail for each reason, every failure by mol_id, and per molecule the optimiser's record
     (`changes`: RMSD heavy/all atoms in Å and energy change in kcal/mol from the start
-    geometry, where the geometry has them)."""
+    geometry, where the geometry has them; `costs`: the optimiser's energy + gradient
+    evaluations and CPU seconds, where it recorded them)."""
 
     geometry: str
     cache: str
@@ -348,6 +349,7 @@ class GeometryReport:
     failed: dict[int, str] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
     changes: dict[int, list[float]] = field(default_factory=dict)
+    costs: dict[int, list[float]] = field(default_factory=dict)
 
     @property
     def n_passed(self) -> int:
@@ -369,6 +371,13 @@ class GeometryReport:
             for column, name in enumerate(("rmsd_heavy", "rmsd_all", "energy_change_kcal")):
                 out[f"median_{name}"] = float(np.median(values[:, column]))
                 out[f"mean_{name}"] = float(np.mean(values[:, column]))
+        if self.costs:
+            steps, seconds = np.array(list(self.costs.values()), dtype=np.float64).T
+            out["mean_steps"] = float(steps.mean())
+            out["median_steps"] = float(np.median(steps))
+            out["mean_cpu_seconds"] = float(seconds.mean())
+            out["median_cpu_seconds"] = float(np.median(seconds))
+            out["cpu_hours"] = float(seconds.sum() / 3600)
         return out
 
     def to_json(self) -> dict:
@@ -380,6 +389,7 @@ class GeometryReport:
             "reasons": self.reasons,
             "failed": {str(k): v for k, v in self.failed.items()},
             "changes": {str(k): v for k, v in self.changes.items()},
+            "costs": {str(k): v for k, v in self.costs.items()},
         }
 
     @classmethod
@@ -391,16 +401,22 @@ class GeometryReport:
             failed={int(k): v for k, v in data["failed"].items()},
             reasons=dict(data["reasons"]),
             changes={int(k): list(v) for k, v in data["changes"].items()},
+            costs={int(k): list(v) for k, v in data["costs"].items()},
         )
 
     def write_csv(self, path: Path, table: MoleculeTable) -> Path:
-        """One row per molecule: mol_id, smiles, passed, why not, RMSD and energy change."""
-        lines = ["mol_id,smiles,passed,problem,rmsd_heavy,rmsd_all,energy_change_kcal"]
+        """One row per molecule: mol_id, smiles, passed, why not, RMSD, energy change and
+        the optimiser's cost."""
+        lines = [
+            "mol_id,smiles,passed,problem,rmsd_heavy,rmsd_all,energy_change_kcal,steps,cpu_seconds"
+        ]
         for mol_id, smiles in zip(table.mol_id.tolist(), table.smiles.tolist(), strict=True):
             problem = self.failed.get(mol_id, "")
             change = self.changes.get(mol_id, ["", "", ""])
+            steps, seconds = self.costs.get(mol_id, ["", ""])
             cells = [str(mol_id), smiles, str(int(not problem)), json.dumps(problem)]
-            lines.append(",".join(cells + [str(v) for v in change]))
+            cost = [str(int(steps)) if steps != "" else "", str(seconds)]
+            lines.append(",".join(cells + [str(v) for v in change] + cost))
         atomic_write_text(path, "\n".join(lines) + "\n")
         return path
 
@@ -465,19 +481,23 @@ def _check_all(store, table, geometry, progress, n_jobs) -> GeometryReport:
     )
     for (mol_id, _), outcome in zip(todo, results, strict=True):
         if isinstance(outcome, Refused):
-            outcome = ([Problem(NO_GEOMETRY, f"the check failed: {outcome.reason}")], None)
-        problems, change = outcome
+            outcome = ([Problem(NO_GEOMETRY, f"the check failed: {outcome.reason}")], None, None)
+        problems, change, cost = outcome
         if problems:
             report.failed[mol_id] = described(problems)
             reasons.update({p.reason for p in problems})
         if change is not None:
             report.changes[mol_id] = change
+        if cost is not None:
+            report.costs[mol_id] = cost
     report.reasons = dict(reasons)
     report.failed = dict(sorted(report.failed.items()))
     return report
 
 
-def _check_one(store, job: tuple[int, str]) -> tuple[list[Problem], list[float] | None]:
+def _check_one(
+    store, job: tuple[int, str]
+) -> tuple[list[Problem], list[float] | None, list[float] | None]:
     mol_id, smiles = job
     arrays = store.get(mol_id)
     problems = check_geometry(smiles, arrays["z"], arrays["pos"])
@@ -489,7 +509,10 @@ def _check_one(store, job: tuple[int, str]) -> tuple[list[Problem], list[float] 
             float(arrays["rmsd"][1]),
             float((energy[1] - energy[0]) * HARTREE_KCAL),
         ]
-    return problems, change
+    cost = None
+    if "steps" in arrays and "seconds" in arrays:
+        cost = [float(arrays["steps"][0]), float(arrays["seconds"][0])]
+    return problems, change, cost
 
 
 def geometry_featurizers(names) -> dict[str, object]:

@@ -1,7 +1,8 @@
 """The check report of a geometry as one figure: how many molecules pass and why the others
 fail, then, where the optimiser recorded them, how far each molecule moved (heavy-atom
-RMSD from its start geometry) and how much its energy fell. Counts are what a table
-gives; the figure shows the tails a median hides."""
+RMSD from its start geometry), how much its energy fell and what the optimiser spent on
+it (CPU seconds). Counts are what a table gives; the figure shows the tails a median
+hides."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ REASON_CHARS = 38
 
 
 def draw_check_report(report: GeometryReport, dataset: str) -> Figure:
-    """One panel of counts, and with the optimiser's record two histograms beside it."""
+    """One panel of counts, and with the optimiser's record histograms beside it."""
     changes = np.array(list(report.changes.values()), dtype=np.float64).reshape(-1, 3)
-    panels = 3 if len(changes) else 1
+    costs = np.array(list(report.costs.values()), dtype=np.float64).reshape(-1, 2)
+    panels = 1 + 2 * bool(len(changes)) + bool(len(costs))
     figure = Figure(figsize=(4.6 * panels, 3.8), layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.subplots(1, panels, squeeze=False)[0]
@@ -27,6 +29,8 @@ def draw_check_report(report: GeometryReport, dataset: str) -> Figure:
     if len(changes):
         _draw_histogram(axes[1], changes[:, 0], "heavy-atom RMSD from the start geometry (Å)")
         _draw_histogram(axes[2], -changes[:, 2], "energy lowered by the optimiser (kcal/mol)")
+    if len(costs):
+        _draw_histogram(axes[-1], costs[:, 1], "the optimiser's CPU seconds per molecule")
     figure.suptitle(f"{report.geometry} geometries of {dataset}: {report.n_molecules} molecules")
     return figure
 

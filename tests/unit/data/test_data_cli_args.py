@@ -72,7 +72,7 @@ def test_geometry_command_builds_checks_and_reports(
     assert report["passed"] == 20 and report["reasons"] == {"no geometry": 1}
     assert report["failed_molecules"]["20"].startswith("no geometry: C1#CC1: ETKDG embedding")
     lines = (data_dir / "geometry" / "csv-alcohols-mmff.csv").read_text().splitlines()
-    assert len(lines) == 22 and lines[1] == '0,CO,1,"",,,'
+    assert len(lines) == 22 and lines[1] == '0,CO,1,"",,,,,'
 
 
 def test_representations_are_prepared_as_the_regressors_read_them(

@@ -202,6 +202,8 @@ class BrokenGeometry(Featurizer):
             "pos": pos,
             "rmsd": np.array([0.1, 0.2]),
             "energy": np.array([-1.0, -1.0 - 2 / 627.5094740631]),
+            "steps": np.array([n], dtype=np.int32),
+            "seconds": np.array([n / 10]),
             "fragment": np.zeros(n, np.int64),
         }
 
@@ -218,13 +220,20 @@ def test_check_report_of_a_cache_counts_and_names_every_failure(tmp_path) -> Non
     summary = report.summary()
     assert summary["median_energy_change_kcal"] == pytest.approx(-2.0)
     assert summary["median_rmsd_all"] == pytest.approx(0.2)
+    # the optimiser's cost of the three with a geometry: 9, 12 and 12 atoms here
+    assert summary["mean_steps"] == pytest.approx(11.0) and summary["median_steps"] == 12
+    assert summary["mean_cpu_seconds"] == pytest.approx(1.1)
+    assert summary["cpu_hours"] == pytest.approx(3.3 / 3600)
     # cached beside the store: the next call reads it
     assert (tmp_path / f"{store.path.name}.checks.json").is_file()
     again = check_store(store, table, "broken", progress=False, n_jobs=1)
-    assert again.failed == report.failed
+    assert again.failed == report.failed and again.costs == report.costs
     csv = report.write_csv(tmp_path / "report.csv", table).read_text().splitlines()
-    assert csv[0] == "mol_id,smiles,passed,problem,rmsd_heavy,rmsd_all,energy_change_kcal"
-    assert csv[1].startswith('10,CCO,1,"",0.1,0.2,-2.0')
+    assert csv[0] == (
+        "mol_id,smiles,passed,problem,rmsd_heavy,rmsd_all,energy_change_kcal,steps,cpu_seconds"
+    )
+    assert csv[1].startswith('10,CCO,1,"",0.1,0.2,-2.0') and csv[1].endswith(",9,0.9")
+    assert csv[3].endswith(',"no geometry: CCCC: no conformer today",,,,,')
 
 
 def test_check_report_of_a_subset_checks_its_molecules_alone(tmp_path) -> None:

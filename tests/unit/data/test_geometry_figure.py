@@ -9,7 +9,9 @@ from oodmol.data.geometry_figure import draw_check_report
 from oodmol.plotting import save_figure
 
 
-def report_of(changes: dict[int, list[float]]) -> GeometryReport:
+def report_of(
+    changes: dict[int, list[float]], costs: dict[int, list[float]] | None = None
+) -> GeometryReport:
     return GeometryReport(
         geometry="xtb",
         cache="c.lmdb",
@@ -17,6 +19,7 @@ def report_of(changes: dict[int, list[float]]) -> GeometryReport:
         failed={1: "bond broken: C1-O2", 2: "bond broken: C3-N4", 3: "no geometry: x"},
         reasons={"bond broken": 2, "no geometry": 1},
         changes=changes,
+        costs=costs or {},
     )
 
 
@@ -27,15 +30,17 @@ def test_bars_are_the_reports_counts_and_histograms_hold_every_molecule(tmp_path
         i: [float(r), float(r) * 1.2, float(e)]
         for i, (r, e) in enumerate(zip(rmsd, energy, strict=True))
     }
-    figure = draw_check_report(report_of(changes), "csd10k")
-    counts, moved, lowered = figure.axes
+    seconds = rng.gamma(2.0, 0.8, 997)
+    costs = {i: [40.0, float(s)] for i, s in enumerate(seconds)}
+    figure = draw_check_report(report_of(changes, costs), "csd10k")
+    counts, moved, lowered, spent = figure.axes
     assert [p.get_width() for p in counts.patches] == [997, 2, 1]
     assert [t.get_text() for t in counts.get_yticklabels()] == [
         "passed",
         "bond broken",
         "no geometry",
     ]
-    for ax, values in ((moved, rmsd), (lowered, -energy)):
+    for ax, values in ((moved, rmsd), (lowered, -energy), (spent, seconds)):
         shown = sum(p.get_height() for p in ax.patches)
         beyond = int((values > np.quantile(values, 0.995)).sum())
         assert shown + beyond == 997 and beyond > 0
