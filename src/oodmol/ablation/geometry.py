@@ -9,6 +9,8 @@ another epoch budget or other settings in the same folder are refused, never ave
 in as seeds or compared across geometries (`one_configuration`). Per group:
 mean and sd over seeds of the ID and OOD RMSE; per task and geometry the 3D models' OOD
 rank (1: lowest RMSE) and each 3D model's OOD RMSE over the best 2D model's (the gap).
+Per 3D model, the change of its OOD RMSE from MMFF94 to the other geometry, paired by
+seed, with its 95 % interval: seeds move a model's error as much as a geometry may.
 
 Per molecule, with a geometry report (`oodmol data geometry conformers=xtb`,
 its CSV): the change of a model's absolute error from its MMFF94 run to its GFN2-xTB run
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from scipy import stats
 
 from oodmol.ablation.runs import Run
 from oodmol.errors import InputError
@@ -172,6 +175,58 @@ def ranking_answer(table: pd.DataFrame) -> list[str]:
         if len(gaps):
             shown = "; ".join(f"{geo}: {gap:.3g}" for geo, gap in gaps.items())
             lines.append(f"{task}: best 3D OOD RMSE / best 2D OOD RMSE {shown}")
+    return lines
+
+
+def paired_changes(rows: pd.DataFrame, base: str = "mmff") -> pd.DataFrame:
+    """Per task, 3D model and other geometry: its OOD RMSE minus that on `base`, paired by
+    seed (the same split, model and seed on either geometry), as the mean over the seeds
+    both have, their sd and the 95 % interval's half-width (Student's t; NaN under two
+    seeds), the mean relative to `base`'s, and on how many seeds the other was lower."""
+    out = []
+    three_d = rows[rows["geometry"] != FLAT]
+    for (task, model), group in three_d.groupby(["task", "model"]):
+        by_seed = group.pivot_table(index="seed", columns="geometry", values="ood_rmse")
+        if base not in by_seed:
+            continue
+        for geometry in sorted(set(by_seed.columns) - {base}):
+            pair = by_seed[[base, geometry]].dropna()
+            if pair.empty:
+                continue
+            change = pair[geometry] - pair[base]
+            n = len(change)
+            sd = float(change.std(ddof=1)) if n > 1 else float("nan")
+            half = float(stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n)) if n > 1 else float("nan")
+            out.append(
+                {
+                    "task": task,
+                    "model": model,
+                    "geometry": geometry,
+                    "seeds": n,
+                    "ood_rmse_base": float(pair[base].mean()),
+                    "ood_rmse": float(pair[geometry].mean()),
+                    "ood_change_mean": float(change.mean()),
+                    "ood_change_sd": sd,
+                    "ood_change_ci95": half,
+                    "ood_change_relative": float(change.mean() / pair[base].mean()),
+                    "seeds_lower": int((change < 0).sum()),
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def paired_answer(paired: pd.DataFrame, base: str = "mmff") -> list[str]:
+    """One line per model: the paired OOD RMSE change, its interval and its sign count."""
+    lines = []
+    for row in paired.itertuples():
+        interval = "" if np.isnan(row.ood_change_ci95) else f" ± {row.ood_change_ci95:.3g}"
+        seeds = f"{row.seeds} paired seed{'s' if row.seeds > 1 else ''}"
+        lines.append(
+            f"{row.task}, {row.model}: OOD RMSE on {row.geometry} minus on {base}: "
+            f"{row.ood_change_mean:+.3g}{interval} ({row.ood_change_relative:+.1%}), "
+            f"{seeds}{', 95 % interval' if interval else ''}, "
+            f"lower on {row.seeds_lower} of {row.seeds}"
+        )
     return lines
 
 

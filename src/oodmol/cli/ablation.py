@@ -19,6 +19,8 @@ from oodmol.ablation.geometry import (
     geometry_rows,
     geometry_table,
     molecule_changes,
+    paired_answer,
+    paired_changes,
     ranking_answer,
 )
 from oodmol.ablation.learning_curve import (
@@ -126,7 +128,12 @@ def geometry(argv: list[str]) -> int:
             args.out / "geometry-molecules.csv", index=False
         )
         print(args.out / "geometry-molecules.csv")
-    for line in ranking_answer(table):
+    paired = paired_changes(rows)
+    if not paired.empty:
+        args.out.mkdir(parents=True, exist_ok=True)
+        paired.to_csv(args.out / "geometry-paired.csv", index=False)
+        print(args.out / "geometry-paired.csv")
+    for line in ranking_answer(table) + paired_answer(paired):
         print(line)
     return _write(table, figure, args.out, "geometry")
 

@@ -87,7 +87,49 @@ def test_geometry_table_ranks_and_gaps(tmp_path: Path, capsys) -> None:
     assert ood["rmsd_heavy"].tolist() == [0.3, 0.3]
     assert ood["energy_change_kcal"].tolist() == [-6.0, -6.0]
     assert len(molecules) == 4  # seed 1 of schnet has no xtb run to pair with
+    paired = pd.read_csv(out / "geometry-paired.csv").set_index("model")
+    assert paired.loc["schnet", "seeds"] == 1  # seed 1 has no xtb run
+    assert paired.loc["schnet", "ood_change_mean"] == pytest.approx(-0.4)
+    assert np.isnan(paired.loc["schnet", "ood_change_ci95"])
+    assert (
+        "schnet: OOD RMSE on xtb minus on mmff: -0.4 (-13.3%), 1 paired seed, lower on 1 of 1"
+        in printed
+    )
     assert (out / "geometry.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_the_geometry_change_is_paired_by_seed_with_its_interval(tmp_path: Path, capsys) -> None:
+    """Three seeds of one model on each geometry: the change of each seed's OOD RMSE, its
+    mean, sd and Student's-t 95 % half-width (t = 4.303 at two degrees of freedom)."""
+    for seed, (mmff, xtb) in enumerate([(3.0, 2.8), (3.2, 3.3), (3.4, 3.0)]):
+        for geometry, ood in (("mmff", mmff), ("xtb", xtb)):
+            run_folder(
+                tmp_path / "runs" / f"{geometry}-{seed}",
+                {
+                    "task": "csd10k_density",
+                    "model": "schnet",
+                    "seed": seed,
+                    "data": {"geometry_filter": {"left_out": {}}},
+                    "id": {"rmse": 1.0, "n": 2},
+                    "ood": {"rmse": ood, "n": 2},
+                },
+                f"model:\n  featurizer:\n    _target_: {GRAPH3D}\n"
+                f"conformers:\n  name: {geometry}\n",
+            )
+    out = tmp_path / "out"
+    assert ablation.geometry([str(tmp_path / "runs"), "--out", str(out)]) == 0
+    paired = pd.read_csv(out / "geometry-paired.csv").iloc[0]
+    assert (paired["geometry"], paired["seeds"], paired["seeds_lower"]) == ("xtb", 3, 2)
+    assert paired["ood_change_mean"] == pytest.approx(-1 / 6)
+    sd = np.std([-0.2, 0.1, -0.4], ddof=1)
+    assert paired["ood_change_sd"] == pytest.approx(sd)
+    assert paired["ood_change_ci95"] == pytest.approx(4.302653 * sd / np.sqrt(3))
+    assert paired["ood_change_relative"] == pytest.approx(-1 / 6 / 3.2)
+    printed = capsys.readouterr().out
+    assert (
+        "csd10k_density, schnet: OOD RMSE on xtb minus on mmff: -0.167 ± 0.625 (-5.2%), "
+        "3 paired seeds, 95 % interval, lower on 2 of 3"
+    ) in printed
 
 
 def test_no_geometry_runs_is_a_user_error(tmp_path: Path, capsys) -> None:
