@@ -118,7 +118,8 @@ class XTBOptimizer(GeometryOptimizer):
     optimised geometry, Eh), `rmsd` (float64 [2]: start to optimised geometry after
     optimal superposition, heavy atoms and all atoms, Å), `steps` (int32 [1]: energy +
     gradient evaluations), `gradient_norm` (float64 [1]: at the end, Eh/bohr) and
-    `seconds` (float64 [1]: the optimisation's CPU time in its process).
+    `seconds` (float64 [1]: the optimisation's CPU time in its process, the force field's
+    finish and the start's energy included).
     `force_field_iterations` first lets the conformer's force field (MMFF94, UFF where it
     lacks parameters) go on to its minimum, where GFN2-xTB starts (0: from the conformer
     as it is); the record's start, its energy and the RMSD stay the conformer's. Setting
