@@ -274,11 +274,15 @@ def _errors(folder: str) -> pd.DataFrame:
     )
 
 
-def geometry_figure(table: pd.DataFrame, molecules: pd.DataFrame | None) -> Figure:
-    """ID and OOD RMSE per model and geometry (one panel per task); with per-molecule
-    data, the change of absolute error against RMSD and against energy change."""
+def geometry_figure(
+    table: pd.DataFrame, molecules: pd.DataFrame | None, paired: pd.DataFrame | None = None
+) -> Figure:
+    """ID and OOD RMSE per model and geometry (one panel per task); with paired changes,
+    each 3D model's OOD RMSE change between the geometries with its 95 % interval; with
+    per-molecule data, the change of absolute error against RMSD and against energy change."""
     tasks = sorted(table["task"].unique())
-    n_columns = len(tasks) + (2 if molecules is not None else 0)
+    show_paired = paired is not None and not paired.empty
+    n_columns = len(tasks) + show_paired + (2 if molecules is not None else 0)
     figure = new_figure()
     figure.set_size_inches(4.2 * n_columns, 4.0)
     geometries = sorted(table["geometry"].unique())
@@ -302,6 +306,8 @@ def geometry_figure(table: pd.DataFrame, molecules: pd.DataFrame | None) -> Figu
         ax.set_title(f"{task} (bars: OOD, ticks: ID)", fontsize=8)
         ax.set_ylabel("test RMSE")
         ax.legend(fontsize=6)
+    if show_paired:
+        _draw_paired(figure.add_subplot(1, n_columns, len(tasks) + 1), paired)
     if molecules is not None:
         for offset, (column, label) in enumerate(
             (
@@ -309,7 +315,7 @@ def geometry_figure(table: pd.DataFrame, molecules: pd.DataFrame | None) -> Figu
                 ("energy_change_kcal", "GFN2-xTB energy change (kcal/mol)"),
             )
         ):
-            ax = figure.add_subplot(1, n_columns, len(tasks) + offset + 1)
+            ax = figure.add_subplot(1, n_columns, len(tasks) + show_paired + offset + 1)
             for (model, set_name), g in molecules.groupby(["model", "set"]):
                 ax.scatter(
                     g[column], g["error_change"], s=3, alpha=0.4, label=f"{model} {set_name}"
@@ -320,3 +326,21 @@ def geometry_figure(table: pd.DataFrame, molecules: pd.DataFrame | None) -> Figu
             ax.legend(fontsize=5, markerscale=3)
     figure.tight_layout()
     return figure
+
+
+def _draw_paired(ax, paired: pd.DataFrame) -> None:
+    """Per task and 3D model, the paired OOD RMSE change in % of the base geometry's, with
+    its 95 % interval (none under two seeds); 0 marked: an interval across it is no change
+    the seeds can tell."""
+    labels = []
+    for row, item in enumerate(paired.itertuples()):
+        scale = 100.0 / item.ood_rmse_base
+        half = None if np.isnan(item.ood_change_ci95) else item.ood_change_ci95 * scale
+        ax.errorbar(item.ood_change_mean * scale, row, xerr=half, fmt="o", color="tab:blue")
+        seeds = f"{item.seeds} seed{'s' if item.seeds > 1 else ''}"
+        labels.append(f"{item.task} {item.model} ({item.geometry}, {seeds})")
+    ax.axvline(0.0, color="grey", lw=0.8, ls="--")
+    ax.set_yticks(np.arange(len(labels)), labels, fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("OOD RMSE change from MMFF94 (%, 95 % interval)", fontsize=8)
+    ax.set_title("paired by seed", fontsize=8)

@@ -121,14 +121,14 @@ def geometry(argv: list[str]) -> int:
     rows = geometry_rows(_runs(args.runs))
     table = geometry_table(rows)
     molecules = None if args.changes is None else molecule_changes(rows, args.changes)
-    figure = geometry_figure(table, molecules)
+    paired = paired_changes(rows)
+    figure = geometry_figure(table, molecules, paired)
     if molecules is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         molecules.drop(columns=["folder"], errors="ignore").to_csv(
             args.out / "geometry-molecules.csv", index=False
         )
         print(args.out / "geometry-molecules.csv")
-    paired = paired_changes(rows)
     if not paired.empty:
         args.out.mkdir(parents=True, exist_ok=True)
         paired.to_csv(args.out / "geometry-paired.csv", index=False)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from run_folders import PNG_MAGIC, run_folder
 
+from oodmol.ablation.geometry import geometry_figure
 from oodmol.cli import ablation
 
 GRAPH3D = "oodmol.data.featurize.graph3d.Graph3D"
@@ -130,6 +131,38 @@ def test_the_geometry_change_is_paired_by_seed_with_its_interval(tmp_path: Path,
         "csd10k_density, schnet: OOD RMSE on xtb minus on mmff: -0.167 ± 0.625 (-5.2%), "
         "3 paired seeds, 95 % interval, lower on 2 of 3"
     ) in printed
+
+
+def test_the_figure_draws_each_paired_change_in_percent_with_its_interval() -> None:
+    table = pd.DataFrame(
+        {
+            "task": ["t"] * 2,
+            "model": ["schnet"] * 2,
+            "geometry": ["mmff", "xtb"],
+            "ood_rmse_mean": [3.2, 3.0],
+            "ood_rmse_sd": [0.2, 0.3],
+            "id_rmse_mean": [1.0, 1.0],
+        }
+    )
+    paired = pd.DataFrame(
+        [
+            {"task": "t", "model": "schnet", "geometry": "xtb", "seeds": 3},
+            {"task": "t", "model": "painn", "geometry": "xtb", "seeds": 1},
+        ]
+    ).assign(
+        ood_rmse_base=[3.2, 4.0],
+        ood_change_mean=[-0.16, 0.4],
+        ood_change_ci95=[0.64, np.nan],
+    )
+    figure = geometry_figure(table, None, paired)
+    _, changes = figure.axes
+    points = [line.get_xdata()[0] for line in changes.lines if len(line.get_xdata()) == 1]
+    assert points[:2] == pytest.approx([-5.0, 10.0])  # % of the MMFF94 OOD RMSE
+    spans = [c.get_segments()[0][:, 0] for c in changes.collections if c.get_segments()]
+    assert spans[0] == pytest.approx([-25.0, 15.0])  # ± 20 %
+    assert len(spans) == 1  # one seed: no interval
+    labels = [t.get_text() for t in changes.get_yticklabels()]
+    assert labels == ["t schnet (xtb, 3 seeds)", "t painn (xtb, 1 seed)"]
 
 
 def test_no_geometry_runs_is_a_user_error(tmp_path: Path, capsys) -> None:
